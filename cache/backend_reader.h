@@ -1,0 +1,41 @@
+// BackendReader: reads byte-space ranges of a dataset from backend storage.
+//
+// A byte-space range may span several files (see provenance/manifest.h); the
+// reader splits it per file and preads each part. Files are opened relative
+// to the dataset root with O_NOFOLLOW, so a symlink swapped in after the scan
+// is refused rather than followed out of the root. A short read (file shrank
+// since the scan) is an error naming the file, never zero-filled bytes.
+//
+// Thread safety: all methods may be called concurrently.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "common/status.h"
+#include "common/unique_fd.h"
+#include "provenance/manifest.h"
+
+namespace dlfs::cache {
+
+class BackendReader {
+ public:
+  // Opens the dataset root directory; error names the root.
+  static Result<std::unique_ptr<BackendReader>> open(const provenance::Manifest& manifest);
+
+  // Fills `out` with the bytes at [data_offset, data_offset + out.size()).
+  Status read(uint64_t data_offset, std::span<std::byte> out) const;
+
+  // Reads part of one file (offset/length relative to the file).
+  Status read_file(uint32_t file, uint64_t offset, std::span<std::byte> out) const;
+
+  const provenance::Manifest& manifest() const { return manifest_; }
+
+ private:
+  BackendReader(const provenance::Manifest& m, UniqueFd root) : manifest_(m), root_(std::move(root)) {}
+  const provenance::Manifest& manifest_;
+  UniqueFd root_;
+};
+
+}  // namespace dlfs::cache
