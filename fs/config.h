@@ -1,0 +1,61 @@
+// DaemonConfig: everything dlfsd is told, from a TOML file and/or flags.
+//
+// The TOML layout (all keys optional except as noted; docs/configuration.md):
+//
+//   [daemon]  mountpoint (required), control_socket, log_level, fuse_threads,
+//             allow_other, entry_timeout_s, attr_timeout_s
+//   [cache]   memory_budget ("16GiB" or "50%" of physical memory), extent_size,
+//             loader_threads, read_size
+//   [[dataset]]  name (required), backend (required), format ("files"|"fixed"),
+//             record_size, header_bytes
+//
+// Unknown keys are errors that name the key and list the valid ones: a typo
+// must not silently fall back to a default.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "provenance/manifest.h"
+
+namespace dlfs::fs {
+
+struct DatasetConfig {
+  std::string name;
+  std::string backend;
+  provenance::FormatOptions format;
+};
+
+struct DaemonConfig {
+  // [daemon]
+  std::string mountpoint;
+  std::string control_socket;          // "" = default_control_socket(mountpoint)
+  std::string log_level = "info";
+  unsigned fuse_threads = 16;          // most FUSE worker threads
+  bool allow_other = true;             // let every user read the mount (as root)
+  double entry_timeout_s = 86400;      // the namespace is immutable: cache it long
+  double attr_timeout_s = 86400;
+  // [cache]
+  std::string memory_budget = "50%";   // of physical memory, or a size
+  uint64_t extent_size = 8ull << 20;
+  unsigned loader_threads = 4;
+  uint64_t read_size = 8ull << 20;
+  // [[dataset]]
+  std::vector<DatasetConfig> datasets;
+};
+
+// Parses a TOML file. Errors name the file, and the key or line at fault.
+Result<DaemonConfig> load_config_file(const std::string& path);
+// Parses TOML text (`origin` names it in errors).
+Result<DaemonConfig> parse_config(const std::string& text, const std::string& origin);
+
+// Checks values that do not depend on the machine: names unique and valid,
+// sizes non-zero, format options consistent. Errors name the key.
+Status validate_config(const DaemonConfig& config);
+
+// memory_budget resolved against physical memory ("50%" -> bytes).
+Result<uint64_t> resolve_memory_budget(const std::string& text, uint64_t physical_bytes);
+
+}  // namespace dlfs::fs

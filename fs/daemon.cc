@@ -1,0 +1,185 @@
+#include "fs/daemon.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <ctime>
+
+#include <fuse_lowlevel.h>
+#include <spdlog/spdlog.h>
+
+#include "cache/verifier.h"
+#include "common/control_protocol.h"
+#include "common/units.h"
+#include "fs/control_server.h"
+#include "fs/mountpoint_check.h"
+#include "fs/stats.h"
+
+#ifndef DLFS_VERSION
+#define DLFS_VERSION "0.0.0"
+#endif
+
+namespace dlfs::fs {
+namespace {
+
+uint64_t physical_memory_bytes() {
+  return static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+int64_t now_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// Handler for the signal used to wake the session loop on `dlfs-ctl unmount`.
+// libfuse's own handlers are installed for TERM/INT/HUP; SIGUSR1 only needs to
+// interrupt the main thread's wait, and fuse_session_exit() was already called.
+void wake_handler(int) {}
+
+}  // namespace
+
+Daemon::Daemon(DaemonConfig config) : config_(std::move(config)), started_(std::chrono::steady_clock::now()) {}
+
+Daemon::~Daemon() {
+  control_.reset();  // no control requests while the rest goes away
+  for (auto& d : datasets_) d->stop_loading();
+}
+
+Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config) {
+  DLFS_RETURN_IF_ERROR(validate_config(config));
+  auto mnt = check_mountpoint(config.mountpoint);
+  if (!mnt) return mnt.status();
+  config.mountpoint = *mnt;
+  if (config.control_socket.empty()) config.control_socket = default_control_socket(config.mountpoint);
+
+  std::unique_ptr<Daemon> d(new Daemon(std::move(config)));
+  auto budget = resolve_memory_budget(d->config_.memory_budget, physical_memory_bytes());
+  if (!budget) return budget.status();
+  d->budget_bytes_ = *budget;
+
+  // The budget goes to datasets in config order, each taking what it needs.
+  uint64_t left = d->budget_bytes_;
+  for (const auto& dc : d->config_.datasets) {
+    auto ds = Dataset::open(dc, left, d->config_);
+    if (!ds) return ds.status();
+    left -= std::min(left, (*ds)->buffer().capacity_bytes());
+    d->datasets_.push_back(std::move(ds).value());
+  }
+
+  d->namespace_ = std::make_unique<Namespace>(
+      d->datasets_, [raw = d.get()] { return raw->snapshot(true).dump(2) + "\n"; }, now_ns(), ::geteuid(),
+      ::getegid());
+  d->fuse_context_.ns = d->namespace_.get();
+  d->fuse_context_.options.entry_timeout_s = d->config_.entry_timeout_s;
+  d->fuse_context_.options.attr_timeout_s = d->config_.attr_timeout_s;
+
+  auto control = ControlServer::start(d->config_.control_socket, *d);
+  if (!control) return control.status();
+  d->control_ = std::move(control).value();
+  return d;
+}
+
+int Daemon::run() {
+  std::string opts = "ro,default_permissions,fsname=dlfs,subtype=dlfs,max_read=1048576";
+  if (config_.allow_other && ::geteuid() == 0) opts += ",allow_other";
+  std::vector<std::string> argv_store = {"dlfsd", "-o", opts};
+  std::vector<char*> argv;
+  for (auto& s : argv_store) argv.push_back(s.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+
+  const fuse_lowlevel_ops& ops = fuse_operations();
+  session_ = fuse_session_new(&args, &ops, sizeof(ops), &fuse_context_);
+  fuse_opt_free_args(&args);
+  if (!session_) {
+    spdlog::error("cannot create the FUSE session (see the message above)");
+    return 1;
+  }
+  if (fuse_set_signal_handlers(session_) != 0) {
+    spdlog::error("cannot install signal handlers");
+    fuse_session_destroy(session_);
+    return 1;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = wake_handler;
+  ::sigaction(SIGUSR1, &sa, nullptr);
+  main_thread_ = ::pthread_self();
+
+  if (fuse_session_mount(session_, config_.mountpoint.c_str()) != 0) {
+    spdlog::error("cannot mount at '{}' (is /dev/fuse available and fusermount3 installed?)", config_.mountpoint);
+    fuse_remove_signal_handlers(session_);
+    fuse_session_destroy(session_);
+    return 1;
+  }
+  for (auto& d : datasets_) d->start_loading();
+  spdlog::info("mounted at {} ({} dataset{}), control socket {}", config_.mountpoint, datasets_.size(),
+               datasets_.size() == 1 ? "" : "s", config_.control_socket);
+
+  fuse_loop_config* loop = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_clone_fd(loop, 1);
+  fuse_loop_cfg_set_max_threads(loop, config_.fuse_threads);
+  fuse_loop_cfg_set_idle_threads(loop, std::max(2u, config_.fuse_threads / 2));
+  int rc = fuse_session_loop_mt(session_, loop);
+  fuse_loop_cfg_destroy(loop);
+
+  spdlog::info("unmounting {}", config_.mountpoint);
+  for (auto& d : datasets_) d->stop_loading();
+  fuse_session_unmount(session_);
+  fuse_remove_signal_handlers(session_);
+  fuse_session_destroy(session_);
+  session_ = nullptr;
+  // rc is the signal number after a signal-driven exit; that is a clean stop.
+  return (rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP || unmount_requested_) ? 0 : 1;
+}
+
+nlohmann::json Daemon::snapshot(bool detailed) const {
+  DaemonFacts f;
+  f.version = DLFS_VERSION;
+  f.mountpoint = config_.mountpoint;
+  f.pid = ::getpid();
+  f.uptime_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  f.budget_bytes = budget_bytes_;
+  return build_stats(f, datasets_, detailed);
+}
+
+nlohmann::json Daemon::status() { return snapshot(false); }
+nlohmann::json Daemon::stats() { return snapshot(true); }
+
+Result<nlohmann::json> Daemon::verify(const std::string& dataset, const ProgressFn& progress) {
+  nlohmann::json list = nlohmann::json::array();
+  bool all_ok = true, found = false;
+  for (auto& d : datasets_) {
+    if (!dataset.empty() && d->name() != dataset) continue;
+    found = true;
+    auto report = cache::verify_buffer(d->buffer(), d->backend(), [&](uint64_t done, uint64_t total) {
+      if (progress) progress({{"dataset", d->name()}, {"extents_done", done}, {"extents_total", total}});
+    });
+    nlohmann::json mismatches = nlohmann::json::array();
+    for (const auto& m : report.mismatches)
+      mismatches.push_back({{"extent", m.extent}, {"data_offset", m.data_offset}, {"length", m.length}, {"what", m.what}});
+    all_ok = all_ok && report.ok();
+    if (!report.ok())
+      spdlog::error("[{}] verify found {} mismatching extent(s)", d->name(), report.mismatches.size());
+    list.push_back({{"name", d->name()},
+                    {"extents_checked", report.extents_checked},
+                    {"extents_skipped", report.extents_skipped},
+                    {"bytes_checked", report.bytes_checked},
+                    {"seconds", report.seconds},
+                    {"ok", report.ok()},
+                    {"mismatches", mismatches}});
+  }
+  if (!found) return Status(ENOENT, "no dataset named '" + dataset + "'");
+  return nlohmann::json{{"datasets", list}, {"ok", all_ok}};
+}
+
+Status Daemon::unmount() {
+  if (!session_) return Status(EAGAIN, "the file system is not mounted yet");
+  spdlog::info("unmount requested over the control socket");
+  unmount_requested_ = true;
+  fuse_session_exit(session_);
+  // Wake the main thread out of its wait in the session loop.
+  ::pthread_kill(main_thread_, SIGUSR1);
+  return Status::ok();
+}
+
+}  // namespace dlfs::fs

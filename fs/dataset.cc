@@ -1,0 +1,60 @@
+#include "fs/dataset.h"
+
+#include <sys/stat.h>
+
+#include <spdlog/spdlog.h>
+
+#include "common/units.h"
+
+namespace dlfs::fs {
+
+Result<std::unique_ptr<Dataset>> Dataset::open(const DatasetConfig& config, uint64_t memory_budget,
+                                               const DaemonConfig& daemon) {
+  const std::string what = "dataset '" + config.name + "'";
+  provenance::ScanReport report;
+  auto manifest = provenance::Manifest::build(config.backend, config.format, &report);
+  if (!manifest) return manifest.status().with_context(what);
+
+  std::unique_ptr<Dataset> ds(new Dataset(config, std::move(manifest).value()));
+  ds->scan_report_ = std::move(report);
+  struct stat st {};
+  if (::stat(config.backend.c_str(), &st) == 0)
+    ds->root_mtime_ns_ = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+
+  auto backend = cache::BackendReader::open(ds->manifest_);
+  if (!backend) return backend.status().with_context(what);
+  ds->backend_ = std::move(backend).value();
+
+  cache::StorageOptions so;
+  so.extent_size = daemon.extent_size;
+  so.memory_budget = memory_budget;
+  auto buffer = cache::StorageBuffer::create(0, ds->manifest_.total_bytes(), so);
+  if (!buffer) return buffer.status().with_context(what);
+  ds->buffer_ = std::move(buffer).value();
+
+  cache::LoaderOptions lo;
+  lo.threads = daemon.loader_threads;
+  lo.read_size = daemon.read_size;
+  lo.label = config.name;
+  ds->loader_ = std::make_unique<cache::Loader>(*ds->buffer_, *ds->backend_, lo);
+  ds->source_ = std::make_unique<cache::ByteSource>(*ds->buffer_, *ds->backend_);
+
+  const auto& m = ds->manifest_;
+  spdlog::info("[{}] {} format, {} samples in {} files, {} ({} fit the memory budget of {})", config.name,
+               provenance::format_name(config.format.format), m.sample_count(), m.file_count(),
+               format_size(m.total_bytes()), format_size(ds->buffer_->capacity_bytes()),
+               format_size(memory_budget));
+  return ds;
+}
+
+Dataset::~Dataset() {
+  if (loader_) loader_->stop();
+}
+
+uint64_t Dataset::metadata_bytes() const {
+  // Manifest tables plus the per-extent state and checksum arrays.
+  return manifest_.memory_bytes() + buffer_->extent_count() * (sizeof(uint8_t) + sizeof(uint64_t)) +
+         sizeof(Dataset) + sizeof(cache::StorageBuffer) + sizeof(cache::Loader);
+}
+
+}  // namespace dlfs::fs

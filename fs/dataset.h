@@ -1,0 +1,66 @@
+// Dataset: one served dataset, composed from its parts in dependency order:
+// manifest (what is there) -> backend reader (how to read it) -> storage
+// buffer (where it lives in memory) -> loader (who fills it) -> byte source
+// (how reads are answered). Owns all of them; destroys in reverse order.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cache/backend_reader.h"
+#include "cache/byte_source.h"
+#include "cache/loader.h"
+#include "cache/storage_buffer.h"
+#include "fs/config.h"
+#include "provenance/manifest.h"
+
+namespace dlfs::fs {
+
+// Per-view request counters (relaxed atomics: figures for stats, not sync).
+struct ViewCounters {
+  std::atomic<uint64_t> opens{0};
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> bytes{0};
+};
+
+class Dataset {
+ public:
+  // Scans the backend and maps memory for min(dataset, memory_budget) bytes.
+  // Nothing is loaded until start_loading(). Errors name the dataset.
+  static Result<std::unique_ptr<Dataset>> open(const DatasetConfig& config, uint64_t memory_budget,
+                                               const DaemonConfig& daemon);
+  ~Dataset();
+
+  const std::string& name() const { return config_.name; }
+  const DatasetConfig& config() const { return config_; }
+  const provenance::Manifest& manifest() const { return manifest_; }
+  const provenance::ScanReport& scan_report() const { return scan_report_; }
+  const cache::StorageBuffer& buffer() const { return *buffer_; }
+  const cache::BackendReader& backend() const { return *backend_; }
+  const cache::ByteSource& source() const { return *source_; }
+  cache::LoadProgress load_progress() const { return loader_->progress(); }
+  int64_t root_mtime_ns() const { return root_mtime_ns_; }
+
+  void start_loading() { loader_->start(); }
+  void stop_loading() { loader_->stop(); }
+
+  ViewCounters& raw_counters() const { return raw_counters_; }
+  // Memory this dataset costs beyond the resident bytes (manifest and tables).
+  uint64_t metadata_bytes() const;
+
+ private:
+  Dataset(DatasetConfig config, provenance::Manifest manifest) : config_(std::move(config)), manifest_(std::move(manifest)) {}
+  DatasetConfig config_;
+  provenance::Manifest manifest_;
+  provenance::ScanReport scan_report_;
+  int64_t root_mtime_ns_ = 0;
+  std::unique_ptr<cache::BackendReader> backend_;
+  std::unique_ptr<cache::StorageBuffer> buffer_;
+  std::unique_ptr<cache::Loader> loader_;
+  std::unique_ptr<cache::ByteSource> source_;
+  mutable ViewCounters raw_counters_;
+};
+
+}  // namespace dlfs::fs

@@ -1,0 +1,258 @@
+#include "fs/fuse_adapter.h"
+
+#include <sys/stat.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+namespace dlfs::fs {
+namespace {
+
+constexpr uint32_t kMiB = 1u << 20;
+
+FuseContext& ctx(fuse_req_t req) { return *static_cast<FuseContext*>(fuse_req_userdata(req)); }
+
+struct stat to_stat(const Attr& a) {
+  struct stat st {};
+  st.st_ino = a.ino;
+  st.st_mode = a.mode;
+  st.st_nlink = a.nlink;
+  st.st_size = static_cast<off_t>(a.size);
+  st.st_uid = a.uid;
+  st.st_gid = a.gid;
+  st.st_blksize = kMiB;  // hints readers (and cp, tar) to use 1 MiB reads
+  st.st_blocks = static_cast<blkcnt_t>((a.size + 511) / 512);
+  st.st_mtim.tv_sec = a.mtime_ns / 1000000000;
+  st.st_mtim.tv_nsec = a.mtime_ns % 1000000000;
+  st.st_ctim = st.st_mtim;
+  st.st_atim = st.st_mtim;
+  return st;
+}
+
+fuse_entry_param to_entry(const Attr& a, const FuseOptions& o) {
+  fuse_entry_param e{};
+  e.ino = a.ino;
+  e.generation = 1;
+  e.attr = to_stat(a);
+  e.attr_timeout = o.attr_timeout_s;
+  e.entry_timeout = o.entry_timeout_s;
+  return e;
+}
+
+// Failures other than "not found" are worth a line in the log.
+void reply_error(fuse_req_t req, const Status& s, const char* op) {
+  if (s.err() != ENOENT) spdlog::debug("{}: {}", op, s.message());
+  fuse_reply_err(req, s.err());
+}
+
+// Catch-all guard: a C callback must never let an exception escape.
+template <typename F>
+void guarded(fuse_req_t req, const char* op, F&& body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    spdlog::error("{}: unexpected exception: {}", op, e.what());
+    fuse_reply_err(req, EIO);
+  } catch (...) {
+    spdlog::error("{}: unexpected exception", op);
+    fuse_reply_err(req, EIO);
+  }
+}
+
+void op_init(void* userdata, fuse_conn_info* conn) {
+  (void)userdata;
+  // 1 MiB requests: the largest libfuse 3.14 allows.
+  conn->max_readahead = kMiB;
+  conn->max_write = kMiB;  // also sets the kernel's max_pages, which bounds read requests
+  if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
+  conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;  // always plus: find/ls -l get attrs in one go
+  if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
+  if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+  // The data never changes: no need to invalidate on mtime changes.
+  conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+  conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+  conn->max_background = 64;
+  conn->congestion_threshold = 48;
+}
+
+void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  guarded(req, "lookup", [&] {
+    auto a = ctx(req).ns->lookup(parent, name);
+    if (!a) return reply_error(req, a.status(), "lookup");
+    auto e = to_entry(*a, ctx(req).options);
+    fuse_reply_entry(req, &e);
+  });
+}
+
+void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  guarded(req, "getattr", [&] {
+    auto a = ctx(req).ns->getattr(ino);
+    if (!a) return reply_error(req, a.status(), "getattr");
+    auto st = to_stat(*a);
+    fuse_reply_attr(req, &st, ctx(req).options.attr_timeout_s);
+  });
+}
+
+void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  guarded(req, "opendir", [&] {
+    Status s = ctx(req).ns->opendir(ino);
+    if (!s) return reply_error(req, s, "opendir");
+    fi->cache_readdir = 1;  // listings never change
+    fi->keep_cache = 1;
+    fuse_reply_open(req, fi);
+  });
+}
+
+void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
+  std::vector<char> buf(size);
+  size_t used = 0;
+  const auto& o = ctx(req).options;
+  auto add = [&](std::string_view name, const Attr& a, uint64_t next) {
+    std::string n(name);
+    size_t need;
+    if (plus) {
+      auto e = to_entry(a, o);
+      need = fuse_add_direntry_plus(req, buf.data() + used, size - used, n.c_str(), &e, static_cast<off_t>(next));
+    } else {
+      auto st = to_stat(a);
+      need = fuse_add_direntry(req, buf.data() + used, size - used, n.c_str(), &st, static_cast<off_t>(next));
+    }
+    if (need > size - used) return false;
+    used += need;
+    return true;
+  };
+  Status s = ctx(req).ns->readdir(ino, static_cast<uint64_t>(off), add);
+  if (!s) return reply_error(req, s, "readdir");
+  fuse_reply_buf(req, buf.data(), used);
+}
+
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+  guarded(req, "readdir", [&] { do_readdir(req, ino, size, off, false); });
+}
+
+void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+  guarded(req, "readdirplus", [&] { do_readdir(req, ino, size, off, true); });
+}
+
+void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+
+// Generated files keep their snapshot alive in fi->fh until release.
+using Snapshot = std::shared_ptr<const std::string>;
+
+void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  guarded(req, "open", [&] {
+    auto r = ctx(req).ns->open(ino, fi->flags);
+    if (!r) return reply_error(req, r.status(), "open");
+    fi->keep_cache = r->keep_cache;
+    fi->direct_io = r->direct_io;
+    fi->fh = r->snapshot ? reinterpret_cast<uint64_t>(new Snapshot(r->snapshot)) : 0;
+    if (fuse_reply_open(req, fi) == -ENOENT && fi->fh)  // interrupted open: nobody will release it
+      delete reinterpret_cast<Snapshot*>(fi->fh);
+  });
+}
+
+void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  delete reinterpret_cast<Snapshot*>(fi->fh);
+  fuse_reply_err(req, 0);
+}
+
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  guarded(req, "read", [&] {
+    if (fi->fh) {  // generated content
+      const std::string& text = **reinterpret_cast<Snapshot*>(fi->fh);
+      auto o = static_cast<size_t>(off);
+      if (o >= text.size()) return static_cast<void>(fuse_reply_buf(req, nullptr, 0));
+      fuse_reply_buf(req, text.data() + o, std::min(size, text.size() - o));
+      return;
+    }
+    // One Gather per worker thread: no allocation per request once warm.
+    thread_local cache::Gather gather;
+    Status s = ctx(req).ns->read_file(ino, static_cast<uint64_t>(off), size, gather);
+    if (!s) {
+      spdlog::warn("read of inode {} at {} (+{}): {}", ino, off, size, s.message());
+      return static_cast<void>(fuse_reply_err(req, s.err()));
+    }
+    fuse_reply_iov(req, gather.iov(), static_cast<int>(gather.count()));
+  });
+}
+
+void op_statfs(fuse_req_t req, fuse_ino_t) {
+  guarded(req, "statfs", [&] {
+    auto t = ctx(req).ns->totals();
+    struct statvfs sv {};
+    sv.f_bsize = kMiB;
+    sv.f_frsize = 4096;
+    sv.f_blocks = (t.bytes + 4095) / 4096;
+    sv.f_files = t.files;
+    sv.f_namemax = 255;
+    sv.f_flag = ST_RDONLY;
+    fuse_reply_statfs(req, &sv);
+  });
+}
+
+void op_getxattr(fuse_req_t req, fuse_ino_t, const char*, size_t) { fuse_reply_err(req, ENODATA); }
+void op_listxattr(fuse_req_t req, fuse_ino_t, size_t size) {
+  if (size == 0) fuse_reply_xattr(req, 0);
+  else fuse_reply_buf(req, nullptr, 0);
+}
+
+// Every write-like operation: EROFS (the mount is also "ro", so the kernel
+// usually refuses first; these are the belt to its braces).
+void erofs(fuse_req_t req) { fuse_reply_err(req, EROFS); }
+void op_setattr(fuse_req_t req, fuse_ino_t, struct stat*, int, fuse_file_info*) { erofs(req); }
+void op_mknod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { erofs(req); }
+void op_mkdir(fuse_req_t req, fuse_ino_t, const char*, mode_t) { erofs(req); }
+void op_unlink(fuse_req_t req, fuse_ino_t, const char*) { erofs(req); }
+void op_rmdir(fuse_req_t req, fuse_ino_t, const char*) { erofs(req); }
+void op_symlink(fuse_req_t req, const char*, fuse_ino_t, const char*) { erofs(req); }
+void op_rename(fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned) { erofs(req); }
+void op_link(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { erofs(req); }
+void op_write(fuse_req_t req, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) { erofs(req); }
+void op_create(fuse_req_t req, fuse_ino_t, const char*, mode_t, fuse_file_info*) { erofs(req); }
+void op_setxattr(fuse_req_t req, fuse_ino_t, const char*, const char*, size_t, int) { erofs(req); }
+void op_removexattr(fuse_req_t req, fuse_ino_t, const char*) { erofs(req); }
+void op_fallocate(fuse_req_t req, fuse_ino_t, int, off_t, off_t, fuse_file_info*) { erofs(req); }
+
+fuse_lowlevel_ops make_ops() {
+  fuse_lowlevel_ops ops{};
+  ops.init = op_init;
+  ops.lookup = op_lookup;
+  ops.getattr = op_getattr;
+  ops.opendir = op_opendir;
+  ops.readdir = op_readdir;
+  ops.readdirplus = op_readdirplus;
+  ops.releasedir = op_releasedir;
+  ops.open = op_open;
+  ops.release = op_release;
+  ops.read = op_read;
+  ops.statfs = op_statfs;
+  ops.getxattr = op_getxattr;
+  ops.listxattr = op_listxattr;
+  ops.setattr = op_setattr;
+  ops.mknod = op_mknod;
+  ops.mkdir = op_mkdir;
+  ops.unlink = op_unlink;
+  ops.rmdir = op_rmdir;
+  ops.symlink = op_symlink;
+  ops.rename = op_rename;
+  ops.link = op_link;
+  ops.write = op_write;
+  ops.create = op_create;
+  ops.setxattr = op_setxattr;
+  ops.removexattr = op_removexattr;
+  ops.fallocate = op_fallocate;
+  // forget: no inode table, nothing to forget.
+  return ops;
+}
+
+}  // namespace
+
+const fuse_lowlevel_ops& fuse_operations() {
+  static const fuse_lowlevel_ops ops = make_ops();
+  return ops;
+}
+
+}  // namespace dlfs::fs

@@ -1,0 +1,26 @@
+// The libfuse3 low-level callbacks: a thin translation from FUSE requests to
+// Namespace calls and from results to replies. No logic lives here, and no
+// exception leaves a callback (they are C callbacks).
+#pragma once
+
+#include <fuse_lowlevel.h>
+
+#include "fs/namespace.h"
+
+namespace dlfs::fs {
+
+struct FuseOptions {
+  double entry_timeout_s = 86400;
+  double attr_timeout_s = 86400;
+};
+
+// Userdata handed to fuse_session_new; must outlive the session.
+struct FuseContext {
+  const Namespace* ns = nullptr;
+  FuseOptions options;
+};
+
+// The operation table; userdata must be a FuseContext*.
+const fuse_lowlevel_ops& fuse_operations();
+
+}  // namespace dlfs::fs

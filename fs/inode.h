@@ -1,0 +1,65 @@
+// Inode numbers: a pure function of (dataset, kind, index).
+//
+// DLFS keeps no inode table. Every node of the namespace has a number that
+// can be computed from what it is, so lookups allocate nothing, numbers are
+// stable across restarts (same backend, same numbers) and the kernel may cache
+// them for as long as it likes.
+//
+//   1                      the mount root
+//   2, 3                   /.dlfs and /.dlfs/stats
+//   (d+1)<<48 | kind<<40 | index     everything that belongs to dataset d
+//
+// index is a manifest directory or file id (< 2^40), kind says which table.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+namespace dlfs::fs {
+
+enum class NodeKind : uint8_t {
+  root = 0,
+  control_dir = 1,   // /.dlfs
+  stats_file = 2,    // /.dlfs/stats
+  dataset_dir = 3,   // /<dataset>
+  raw_dir = 4,       // /<dataset>/raw/<dir>   (index = manifest dir id; 0 = raw/ itself)
+  raw_file = 5,      // /<dataset>/raw/<file>  (index = manifest file id)
+};
+
+struct NodeId {
+  NodeKind kind = NodeKind::root;
+  uint32_t dataset = 0;  // meaningful for dataset kinds
+  uint64_t index = 0;    // manifest id for raw kinds
+};
+
+inline constexpr uint64_t kRootIno = 1;
+inline constexpr uint64_t kControlDirIno = 2;
+inline constexpr uint64_t kStatsIno = 3;
+inline constexpr uint32_t kMaxDatasets = 0xffff;
+inline constexpr uint64_t kMaxIndex = (1ull << 40) - 1;
+
+inline uint64_t encode_ino(const NodeId& n) {
+  switch (n.kind) {
+    case NodeKind::root: return kRootIno;
+    case NodeKind::control_dir: return kControlDirIno;
+    case NodeKind::stats_file: return kStatsIno;
+    default:
+      return (static_cast<uint64_t>(n.dataset + 1) << 48) |
+             (static_cast<uint64_t>(n.kind) << 40) | (n.index & kMaxIndex);
+  }
+}
+
+// nullopt for numbers DLFS never hands out.
+inline std::optional<NodeId> decode_ino(uint64_t ino) {
+  if (ino == kRootIno) return NodeId{NodeKind::root, 0, 0};
+  if (ino == kControlDirIno) return NodeId{NodeKind::control_dir, 0, 0};
+  if (ino == kStatsIno) return NodeId{NodeKind::stats_file, 0, 0};
+  uint64_t ds = ino >> 48;
+  if (ds == 0) return std::nullopt;
+  auto kind = static_cast<uint8_t>((ino >> 40) & 0xff);
+  if (kind < static_cast<uint8_t>(NodeKind::dataset_dir) || kind > static_cast<uint8_t>(NodeKind::raw_file))
+    return std::nullopt;
+  return NodeId{static_cast<NodeKind>(kind), static_cast<uint32_t>(ds - 1), ino & kMaxIndex};
+}
+
+}  // namespace dlfs::fs

@@ -1,0 +1,106 @@
+// dlfsd: the DLFS daemon. Parses flags and config, then hands over to Daemon.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "common/log.h"
+#include "common/units.h"
+#include "fs/config.h"
+#include "fs/daemon.h"
+
+namespace {
+
+constexpr const char* kDescription =
+    "dlfsd: serve read-only deep-learning datasets from memory through a FUSE mount.\n\n"
+    "Loads each dataset from its backend directory into memory in the background and\n"
+    "serves it at MOUNTPOINT/<name>/raw/ (the original tree, read-only) while it loads.\n"
+    "Statistics: MOUNTPOINT/.dlfs/stats (JSON) and `dlfs-ctl stats`.\n"
+    "Stops cleanly (unmounting) on SIGTERM, SIGINT or `dlfs-ctl unmount`.\n\n"
+    "One dataset:   dlfsd --mountpoint /mnt/dlfs --backend /data/imagenet\n"
+    "From a config: dlfsd --config /etc/dlfs/job.toml   (see docs/configuration.md)\n"
+    "Flags override the config file.";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{kDescription, "dlfsd"};
+  app.get_formatter()->column_width(36);
+  std::string config_path, mountpoint, backend, name, format, record_size, header_bytes, budget, extent_size,
+      read_size, control_socket, log_level;
+  unsigned loader_threads = 0, fuse_threads = 0;
+  bool version = false;
+  app.add_option("-c,--config", config_path, "TOML config file")->check(CLI::ExistingFile);
+  app.add_option("-m,--mountpoint", mountpoint, "Where to mount (an existing, empty directory)");
+  app.add_option("-b,--backend", backend, "Dataset directory on backend storage (one-dataset mode)");
+  app.add_option("-n,--name", name, "Dataset name in the mount (default: the backend directory's name)");
+  app.add_option("--format", format, "Dataset format: files (a file a sample) or fixed (fixed-length records)")
+      ->check(CLI::IsMember({"files", "fixed"}));
+  app.add_option("--record-size", record_size, "fixed: bytes per record (e.g. 3073)");
+  app.add_option("--header-bytes", header_bytes, "fixed: bytes to skip at the start of every file");
+  app.add_option("--memory-budget", budget, "Memory for dataset bytes: a size (16GiB) or a share of RAM (50%)");
+  app.add_option("--extent-size", extent_size, "Unit of loading and checksums (default 8MiB)");
+  app.add_option("--read-size", read_size, "Largest single backend read (default 8MiB)");
+  app.add_option("--loader-threads", loader_threads, "Backend reads in flight while loading (default 4)");
+  app.add_option("--fuse-threads", fuse_threads, "Most FUSE worker threads (default 16)");
+  app.add_option("--control-socket", control_socket, "Control socket path (default /run/dlfs/<mountpoint>.sock)");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default info)");
+  app.add_flag("--version", version, "Print the version and exit");
+  CLI11_PARSE(app, argc, argv);
+  if (version) {
+    std::printf("dlfsd %s\n", DLFS_VERSION);
+    return 0;
+  }
+
+  dlfs::fs::DaemonConfig config;
+  if (!config_path.empty()) {
+    auto loaded = dlfs::fs::load_config_file(config_path);
+    if (!loaded) {
+      std::fprintf(stderr, "dlfsd: %s\n", loaded.status().message().c_str());
+      return 2;
+    }
+    config = std::move(loaded).value();
+  }
+  auto fail = [](const dlfs::Status& s) {
+    std::fprintf(stderr, "dlfsd: %s\n", s.message().c_str());
+    return 2;
+  };
+  auto size_flag = [&](const std::string& text, const char* flag, uint64_t& out) -> dlfs::Status {
+    if (text.empty()) return dlfs::Status::ok();
+    auto v = dlfs::parse_size(text);
+    if (!v) return v.status().with_context(flag);
+    out = *v;
+    return dlfs::Status::ok();
+  };
+  if (!mountpoint.empty()) config.mountpoint = mountpoint;
+  if (!control_socket.empty()) config.control_socket = control_socket;
+  if (!log_level.empty()) config.log_level = log_level;
+  if (!budget.empty()) config.memory_budget = budget;
+  if (loader_threads) config.loader_threads = loader_threads;
+  if (fuse_threads) config.fuse_threads = fuse_threads;
+  if (auto s = size_flag(extent_size, "--extent-size", config.extent_size); !s) return fail(s);
+  if (auto s = size_flag(read_size, "--read-size", config.read_size); !s) return fail(s);
+  if (!backend.empty()) {
+    dlfs::fs::DatasetConfig d;
+    d.backend = backend;
+    d.name = name.empty() ? std::filesystem::path(backend).lexically_normal().filename().string() : name;
+    if (d.name.empty()) d.name = std::filesystem::path(backend).lexically_normal().parent_path().filename().string();
+    if (!format.empty()) d.format.format = *dlfs::provenance::parse_format(format);
+    if (auto s = size_flag(record_size, "--record-size", d.format.record_size); !s) return fail(s);
+    if (auto s = size_flag(header_bytes, "--header-bytes", d.format.header_bytes); !s) return fail(s);
+    config.datasets.push_back(std::move(d));
+  } else if (!name.empty() || !format.empty() || !record_size.empty() || !header_bytes.empty()) {
+    return fail(dlfs::Status(EINVAL, "--name, --format, --record-size and --header-bytes need --backend"));
+  }
+
+  if (auto s = dlfs::init_logging(config.log_level, "dlfsd"); !s) return fail(s);
+  auto daemon = dlfs::fs::Daemon::create(std::move(config));
+  if (!daemon) {
+    spdlog::error("{}", daemon.status().message());
+    return 2;
+  }
+  return (*daemon)->run();
+}

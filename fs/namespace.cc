@@ -1,0 +1,240 @@
+#include "fs/namespace.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+
+namespace dlfs::fs {
+namespace {
+
+constexpr std::string_view kControlDirName = ".dlfs";
+constexpr std::string_view kStatsName = "stats";
+constexpr std::string_view kRawName = "raw";
+
+// Read-only: drop the write bits of whatever the backend says.
+uint32_t ro(uint32_t perms) { return perms & 07555; }
+
+Status not_found() { return Status(ENOENT, "no such entry"); }
+
+}  // namespace
+
+Namespace::Namespace(const std::vector<std::unique_ptr<Dataset>>& datasets, std::function<std::string()> stats_text,
+                     int64_t start_time_ns, uint32_t uid, uint32_t gid)
+    : datasets_(datasets), stats_text_(std::move(stats_text)), start_time_ns_(start_time_ns), uid_(uid), gid_(gid) {}
+
+const Dataset* Namespace::dataset_of(const NodeId& n) const {
+  return n.dataset < datasets_.size() ? datasets_[n.dataset].get() : nullptr;
+}
+
+Attr Namespace::dir_attr(uint64_t ino, uint32_t perms, uint32_t subdirs, int64_t mtime_ns) const {
+  Attr a;
+  a.ino = ino;
+  a.mode = S_IFDIR | ro(perms);
+  a.nlink = 2 + subdirs;  // find(1) relies on this to skip stat() in leaf directories
+  a.size = 4096;
+  a.mtime_ns = mtime_ns;
+  a.uid = uid_;
+  a.gid = gid_;
+  return a;
+}
+
+Result<Attr> Namespace::attr_of(const NodeId& n) const {
+  const uint64_t ino = encode_ino(n);
+  switch (n.kind) {
+    case NodeKind::root:
+      return dir_attr(ino, 0555, static_cast<uint32_t>(datasets_.size()) + 1, start_time_ns_);
+    case NodeKind::control_dir:
+      return dir_attr(ino, 0555, 0, start_time_ns_);
+    case NodeKind::stats_file: {
+      Attr a;
+      a.ino = ino;
+      a.mode = S_IFREG | 0444;
+      a.size = 0;  // generated at open, read with direct I/O
+      a.mtime_ns = start_time_ns_;
+      a.uid = uid_;
+      a.gid = gid_;
+      return a;
+    }
+    default: break;
+  }
+  const Dataset* ds = dataset_of(n);
+  if (!ds) return not_found();
+  const auto& m = ds->manifest();
+  switch (n.kind) {
+    case NodeKind::dataset_dir:
+      return dir_attr(ino, 0555, 1, ds->root_mtime_ns());
+    case NodeKind::raw_dir:
+      if (n.index >= m.dir_count()) return not_found();
+      return dir_attr(ino, m.dir_mode(static_cast<uint32_t>(n.index)),
+                      static_cast<uint32_t>(m.dir_subdirs(static_cast<uint32_t>(n.index)).size()),
+                      m.dir_mtime_ns(static_cast<uint32_t>(n.index)));
+    case NodeKind::raw_file: {
+      if (n.index >= m.file_count()) return not_found();
+      auto f = static_cast<uint32_t>(n.index);
+      Attr a;
+      a.ino = ino;
+      a.mode = S_IFREG | ro(m.file_mode(f));
+      a.size = m.file_size(f);
+      a.mtime_ns = m.file_mtime_ns(f);
+      a.uid = uid_;
+      a.gid = gid_;
+      return a;
+    }
+    default: return not_found();
+  }
+}
+
+Result<Attr> Namespace::getattr(uint64_t ino) const {
+  auto n = decode_ino(ino);
+  if (!n) return not_found();
+  return attr_of(*n);
+}
+
+Result<Attr> Namespace::lookup(uint64_t parent, std::string_view name) const {
+  auto p = decode_ino(parent);
+  if (!p) return not_found();
+  switch (p->kind) {
+    case NodeKind::root:
+      if (name == kControlDirName) return attr_of({NodeKind::control_dir, 0, 0});
+      for (size_t i = 0; i < datasets_.size(); ++i)
+        if (datasets_[i]->name() == name) return attr_of({NodeKind::dataset_dir, static_cast<uint32_t>(i), 0});
+      return not_found();
+    case NodeKind::control_dir:
+      if (name == kStatsName) return attr_of({NodeKind::stats_file, 0, 0});
+      return not_found();
+    case NodeKind::dataset_dir:
+      if (name == kRawName) return attr_of({NodeKind::raw_dir, p->dataset, provenance::kRootDir});
+      return not_found();
+    case NodeKind::raw_dir: {
+      const Dataset* ds = dataset_of(*p);
+      if (!ds || p->index >= ds->manifest().dir_count()) return not_found();
+      auto dir = static_cast<uint32_t>(p->index);
+      if (auto f = ds->manifest().find_file(dir, name)) return attr_of({NodeKind::raw_file, p->dataset, *f});
+      if (auto d = ds->manifest().find_subdir(dir, name)) return attr_of({NodeKind::raw_dir, p->dataset, *d});
+      return not_found();
+    }
+    default:
+      return Status(ENOTDIR, "not a directory");
+  }
+}
+
+Status Namespace::opendir(uint64_t ino) const {
+  auto a = getattr(ino);
+  if (!a) return a.status();
+  if (!S_ISDIR(a->mode)) return Status(ENOTDIR, "not a directory");
+  return Status::ok();
+}
+
+Status Namespace::readdir(uint64_t ino, uint64_t offset, const DirFiller& add) const {
+  auto n = decode_ino(ino);
+  if (!n) return not_found();
+  auto self = attr_of(*n);
+  if (!self) return self.status();
+  if (!S_ISDIR(self->mode)) return Status(ENOTDIR, "not a directory");
+
+  // Entry k of the listing has offset k and next offset k + 1.
+  // Entries 0 and 1 are "." and ".."; children follow.
+  uint64_t k = offset;
+  auto emit = [&](std::string_view name, const Result<Attr>& a) {
+    if (!a) return true;  // vanished: skip (cannot happen for an immutable tree)
+    if (!add(name, *a, k + 1)) return false;
+    ++k;
+    return true;
+  };
+  if (k == 0 && !emit(".", self)) return Status::ok();
+  if (k == 1) {
+    Result<Attr> parent = self;  // the kernel fixes up ".." itself; any directory attr will do
+    if (!emit("..", parent)) return Status::ok();
+  }
+  const uint64_t first_child = 2;
+  auto child_index = [&] { return k - first_child; };
+
+  switch (n->kind) {
+    case NodeKind::root: {
+      // datasets, then .dlfs
+      while (child_index() < datasets_.size()) {
+        auto i = static_cast<uint32_t>(child_index());
+        if (!emit(datasets_[i]->name(), attr_of({NodeKind::dataset_dir, i, 0}))) return Status::ok();
+      }
+      if (child_index() == datasets_.size()) emit(kControlDirName, attr_of({NodeKind::control_dir, 0, 0}));
+      return Status::ok();
+    }
+    case NodeKind::control_dir:
+      if (child_index() == 0) emit(kStatsName, attr_of({NodeKind::stats_file, 0, 0}));
+      return Status::ok();
+    case NodeKind::dataset_dir:
+      if (child_index() == 0) emit(kRawName, attr_of({NodeKind::raw_dir, n->dataset, provenance::kRootDir}));
+      return Status::ok();
+    case NodeKind::raw_dir: {
+      const auto& m = dataset_of(*n)->manifest();
+      auto dir = static_cast<uint32_t>(n->index);
+      auto subdirs = m.dir_subdirs(dir);
+      auto files = m.dir_files(dir);
+      while (child_index() < subdirs.size()) {
+        uint32_t d = subdirs[child_index()];
+        if (!emit(m.dir_name(d), attr_of({NodeKind::raw_dir, n->dataset, d}))) return Status::ok();
+      }
+      while (child_index() < subdirs.size() + files.size()) {
+        uint32_t f = files[child_index() - subdirs.size()];
+        if (!emit(m.file_name(f), attr_of({NodeKind::raw_file, n->dataset, f}))) return Status::ok();
+      }
+      return Status::ok();
+    }
+    default:
+      return Status(ENOTDIR, "not a directory");
+  }
+}
+
+Result<OpenResult> Namespace::open(uint64_t ino, int flags) const {
+  if ((flags & O_ACCMODE) != O_RDONLY || (flags & (O_TRUNC | O_CREAT | O_APPEND)))
+    return Status(EROFS, "read-only file system");
+  auto n = decode_ino(ino);
+  if (!n) return not_found();
+  OpenResult r;
+  switch (n->kind) {
+    case NodeKind::stats_file:
+      r.direct_io = true;
+      r.snapshot = std::make_shared<const std::string>(stats_text_());
+      return r;
+    case NodeKind::raw_file: {
+      const Dataset* ds = dataset_of(*n);
+      if (!ds || n->index >= ds->manifest().file_count()) return not_found();
+      ds->raw_counters().opens.fetch_add(1, std::memory_order_relaxed);
+      r.keep_cache = true;  // immutable: the page cache stays valid across opens
+      return r;
+    }
+    default:
+      return Status(EISDIR, "is a directory");
+  }
+}
+
+Status Namespace::read_file(uint64_t ino, uint64_t offset, uint64_t size, cache::Gather& out) const {
+  out.clear();
+  auto n = decode_ino(ino);
+  if (!n || n->kind != NodeKind::raw_file) return Status(EINVAL, "not a raw file");
+  const Dataset* ds = dataset_of(*n);
+  if (!ds || n->index >= ds->manifest().file_count()) return not_found();
+  const auto& m = ds->manifest();
+  auto f = static_cast<uint32_t>(n->index);
+  uint64_t fsize = m.file_size(f);
+  if (offset >= fsize || size == 0) return Status::ok();
+  uint64_t len = std::min(size, fsize - offset);
+  Status s = ds->source().read(m.file_data_offset(f) + offset, len, out);
+  if (!s) return s.with_context("dataset '" + ds->name() + "'");
+  auto& c = ds->raw_counters();
+  c.requests.fetch_add(1, std::memory_order_relaxed);
+  c.bytes.fetch_add(len, std::memory_order_relaxed);
+  return Status::ok();
+}
+
+FsTotals Namespace::totals() const {
+  FsTotals t;
+  for (const auto& d : datasets_) {
+    t.bytes += d->manifest().total_bytes();
+    t.files += d->manifest().file_count() + d->manifest().dir_count();
+  }
+  return t;
+}
+
+}  // namespace dlfs::fs

@@ -1,0 +1,86 @@
+// Namespace: the file system's logic, without FUSE.
+//
+//   /                         datasets and .dlfs
+//   /.dlfs/stats              JSON snapshot (generated at open)
+//   /<dataset>/raw/...        the backend tree, read-only, served from memory
+//
+// Every operation returns a result or an errno-carrying Status; the FUSE
+// adapter (fuse_adapter.cc) only translates to replies. This keeps the logic
+// unit-testable without a mount. Inode numbers come from fs/inode.h.
+//
+// Thread safety: all methods are const and may run concurrently; datasets are
+// immutable apart from atomics.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cache/byte_source.h"
+#include "common/status.h"
+#include "fs/dataset.h"
+#include "fs/inode.h"
+
+namespace dlfs::fs {
+
+struct Attr {
+  uint64_t ino = 0;
+  uint32_t mode = 0;      // type and permission bits
+  uint32_t nlink = 1;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  uint32_t uid = 0, gid = 0;
+};
+
+// How the kernel should treat an open file.
+struct OpenResult {
+  bool keep_cache = false;               // immutable data: keep the page cache across opens
+  bool direct_io = false;                // generated content: bypass the page cache
+  std::shared_ptr<const std::string> snapshot;  // generated content, if any
+};
+
+struct FsTotals {
+  uint64_t bytes = 0;
+  uint64_t files = 0;
+};
+
+// Adds one directory entry; returns false when the reply buffer is full
+// (the entry was not added and will be offered again at the next call).
+using DirFiller = std::function<bool(std::string_view name, const Attr& attr, uint64_t next_offset)>;
+
+class Namespace {
+ public:
+  // stats_text produces the content of /.dlfs/stats at open time.
+  Namespace(const std::vector<std::unique_ptr<Dataset>>& datasets, std::function<std::string()> stats_text,
+            int64_t start_time_ns, uint32_t uid, uint32_t gid);
+
+  Result<Attr> lookup(uint64_t parent, std::string_view name) const;
+  Result<Attr> getattr(uint64_t ino) const;
+  // Directory listing from `offset` (0 = start; "." and ".." first).
+  Status readdir(uint64_t ino, uint64_t offset, const DirFiller& add) const;
+  Status opendir(uint64_t ino) const;
+  // flags as in open(2): anything but O_RDONLY access is EROFS.
+  Result<OpenResult> open(uint64_t ino, int flags) const;
+  // Gathers up to `size` bytes at `offset` of a raw file (short at EOF).
+  Status read_file(uint64_t ino, uint64_t offset, uint64_t size, cache::Gather& out) const;
+  FsTotals totals() const;
+
+  const std::vector<std::unique_ptr<Dataset>>& datasets() const { return datasets_; }
+
+ private:
+  Result<Attr> attr_of(const NodeId& n) const;
+  const Dataset* dataset_of(const NodeId& n) const;
+  Attr dir_attr(uint64_t ino, uint32_t perms, uint32_t subdirs, int64_t mtime_ns) const;
+
+  const std::vector<std::unique_ptr<Dataset>>& datasets_;
+  std::function<std::string()> stats_text_;
+  int64_t start_time_ns_;
+  uint32_t uid_, gid_;
+};
+
+}  // namespace dlfs::fs

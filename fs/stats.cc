@@ -1,0 +1,93 @@
+#include "fs/stats.h"
+
+#include <unistd.h>
+
+#include <fstream>
+
+namespace dlfs::fs {
+
+uint64_t process_rss_bytes() {
+  std::ifstream in("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  if (!(in >> size >> resident)) return 0;
+  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+namespace {
+
+nlohmann::json load_json(const cache::LoadProgress& p) {
+  std::string state = !p.done ? "loading" : (p.extents_failed ? "failed" : "done");
+  return {{"state", state},
+          {"bytes_total", p.bytes_total},
+          {"bytes_loaded", p.bytes_loaded},
+          {"extents_total", p.extents_total},
+          {"extents_loaded", p.extents_loaded},
+          {"extents_failed", p.extents_failed},
+          {"rate_bps", p.rate_bps},
+          {"eta_s", p.eta_s},
+          {"elapsed_s", p.elapsed_s}};
+}
+
+nlohmann::json dataset_json(const Dataset& d, bool detailed) {
+  const auto& m = d.manifest();
+  const auto& sr = d.scan_report();
+  nlohmann::json j = {
+      {"name", d.name()},
+      {"backend", d.config().backend},
+      {"format", std::string(provenance::format_name(d.config().format.format))},
+      {"samples", m.sample_count()},
+      {"files", m.file_count()},
+      {"dirs", m.dir_count()},
+      {"total_bytes", m.total_bytes()},
+      {"resident_bytes", d.buffer().resident_bytes()},
+      {"capacity_bytes", d.buffer().capacity_bytes()},
+      {"metadata_bytes", d.metadata_bytes()},
+      {"skipped", {{"symlinks", sr.skipped_symlinks}, {"special", sr.skipped_special}, {"unreadable", sr.unreadable}}},
+      {"load", load_json(d.load_progress())},
+  };
+  if (detailed) {
+    const auto& bc = d.source().counters();
+    const auto& rc = d.raw_counters();
+    uint64_t mem = bc.memory_bytes.load(std::memory_order_relaxed);
+    uint64_t back = bc.backend_bytes.load(std::memory_order_relaxed);
+    uint64_t requests = rc.requests.load(std::memory_order_relaxed);
+    j["served"] = {{"requests", requests},
+                   {"bytes", mem + back},
+                   {"bytes_from_memory", mem},
+                   {"bytes_from_backend", back}};
+    j["views"] = {{"raw",
+                   {{"opens", rc.opens.load(std::memory_order_relaxed)},
+                    {"requests", requests},
+                    {"bytes", rc.bytes.load(std::memory_order_relaxed)}}}};
+  }
+  return j;
+}
+
+}  // namespace
+
+nlohmann::json build_stats(const DaemonFacts& facts, const std::vector<std::unique_ptr<Dataset>>& datasets,
+                           bool detailed) {
+  uint64_t resident = 0, capacity = 0, metadata = 0, samples = 0;
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& d : datasets) {
+    resident += d->buffer().resident_bytes();
+    capacity += d->buffer().capacity_bytes();
+    metadata += d->metadata_bytes();
+    samples += d->manifest().sample_count();
+    list.push_back(dataset_json(*d, detailed));
+  }
+  return {{"version", facts.version},
+          {"pid", facts.pid},
+          {"mountpoint", facts.mountpoint},
+          {"uptime_s", facts.uptime_s},
+          {"memory",
+           {{"resident_bytes", resident},
+            {"capacity_bytes", capacity},
+            {"budget_bytes", facts.budget_bytes},
+            {"metadata_bytes", metadata},
+            {"metadata_bytes_per_sample", samples ? static_cast<double>(metadata) / static_cast<double>(samples) : 0.0},
+            {"rss_bytes", process_rss_bytes()}}},
+          {"datasets", list}};
+}
+
+}  // namespace dlfs::fs

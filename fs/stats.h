@@ -1,0 +1,31 @@
+// Stats: the JSON documents behind /.dlfs/stats, `dlfs-ctl status` and
+// `dlfs-ctl stats` (schema: docs/stats.md). Built from live counters on demand.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fs/dataset.h"
+
+namespace dlfs::fs {
+
+struct DaemonFacts {
+  std::string version;
+  std::string mountpoint;
+  int pid = 0;
+  double uptime_s = 0;
+  uint64_t budget_bytes = 0;
+};
+
+// detailed = false: the status subset (no served/views counters).
+nlohmann::json build_stats(const DaemonFacts& facts, const std::vector<std::unique_ptr<Dataset>>& datasets,
+                           bool detailed);
+
+// Resident set of this process in bytes (from /proc/self/statm), 0 if unknown.
+uint64_t process_rss_bytes();
+
+}  // namespace dlfs::fs

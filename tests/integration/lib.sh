@@ -1,0 +1,107 @@
+# Shared helpers for the integration scenarios (sourced, not run).
+#
+# Every scenario gets its own work directory, mountpoint and control socket,
+# and a trap that stops its daemons and unmounts whatever it mounted, so a
+# failing test never leaves a daemon or a mount behind.
+# Environment (set by meson): DLFSD, DLFS_CTL, GEN_DATASET, PYTHON.
+set -euo pipefail
+
+: "${DLFSD:?DLFSD must point at the dlfsd binary}"
+: "${DLFS_CTL:?DLFS_CTL must point at the dlfs-ctl binary}"
+: "${GEN_DATASET:?GEN_DATASET must point at tools/gen_dataset.py}"
+PYTHON=${PYTHON:-/usr/bin/python3}
+TEST_NAME=$(basename "$0" .sh)
+
+skip() { echo "SKIP: $*"; exit 77; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+log() { echo "[$TEST_NAME] $*"; }
+
+require_fuse() {
+  [ -e /dev/fuse ] || skip "no /dev/fuse on this machine"
+  [ "$(id -u)" -eq 0 ] || skip "integration mounts need root"
+  command -v fusermount3 >/dev/null || skip "fusermount3 not installed"
+}
+
+WORK=$(mktemp -d "/tmp/dlfs-it-${TEST_NAME}-XXXXXX")
+DAEMON_PIDS=()
+MOUNTS=()
+
+cleanup() {
+  local rc=$?
+  for pid in "${DAEMON_PIDS[@]:-}"; do
+    [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null || true
+  done
+  for pid in "${DAEMON_PIDS[@]:-}"; do
+    [ -n "$pid" ] || continue
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  for m in "${MOUNTS[@]:-}"; do
+    [ -n "$m" ] || continue
+    if grep -q " $m fuse" /proc/mounts; then fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; fi
+  done
+  rm -rf "$WORK"
+  exit $rc
+}
+trap cleanup EXIT
+
+# start_daemon MNT LOG [dlfsd args...]: starts dlfsd in the background with its
+# own control socket, waits until MNT/.dlfs/stats exists. Sets DAEMON_PID.
+start_daemon() {
+  local mnt=$1 logf=$2; shift 2
+  mkdir -p "$mnt"
+  MOUNTS+=("$mnt")
+  "$DLFSD" --mountpoint "$mnt" --control-socket "$WORK/ctl-$(basename "$mnt").sock" "$@" >"$logf" 2>&1 &
+  DAEMON_PID=$!
+  DAEMON_PIDS+=("$DAEMON_PID")
+  for _ in $(seq 1 300); do
+    [ -e "$mnt/.dlfs/stats" ] && return 0
+    kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$logf" >&2; fail "dlfsd exited before mounting"; }
+    sleep 0.1
+  done
+  cat "$logf" >&2
+  fail "dlfsd did not mount $mnt within 30 s"
+}
+
+ctl_socket() { echo "$WORK/ctl-$(basename "$1").sock"; }
+
+# wait_loaded MNT: until every dataset's load state is done (60 s at most).
+wait_loaded() {
+  local mnt=$1
+  for _ in $(seq 1 600); do
+    if "$PYTHON" - "$mnt/.dlfs/stats" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+sys.exit(0 if all(d["load"]["state"] == "done" for d in s["datasets"]) else 1)
+PY
+    then return 0; fi
+    sleep 0.1
+  done
+  fail "load did not finish within 60 s"
+}
+
+# stop_daemon PID MNT: SIGTERM, then the process must exit 0 and the mount go.
+stop_daemon() {
+  local pid=$1 mnt=$2 rc=0
+  kill -TERM "$pid"
+  wait "$pid" || rc=$?
+  [ "$rc" -eq 0 ] || fail "dlfsd exited with $rc after SIGTERM"
+  if grep -q " $mnt fuse" /proc/mounts; then fail "$mnt still mounted after dlfsd exited"; fi
+}
+
+# stat_field MNT PYTHON-EXPR: evaluates an expression over the stats JSON `s`.
+stat_field() {
+  "$PYTHON" -c 'import json,sys; s=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1/.dlfs/stats" "$2"
+}
+
+# same_tree A B: every regular file of A has identical bytes in B (SHA-256),
+# and B has no file A does not have.
+same_tree() {
+  local a=$1 b=$2
+  (cd "$a" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum) >"$WORK/sums-a"
+  (cd "$b" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum) >"$WORK/sums-b"
+  if ! cmp -s "$WORK/sums-a" "$WORK/sums-b"; then
+    diff "$WORK/sums-a" "$WORK/sums-b" | head -20 >&2
+    fail "trees differ: $a vs $b"
+  fi
+}

@@ -1,0 +1,93 @@
+#include <gtest/gtest.h>
+
+#include "fs/config.h"
+
+namespace dlfs::fs {
+namespace {
+
+TEST(Config, ParsesAFullConfig) {
+  auto c = parse_config(R"(
+[daemon]
+mountpoint = "/mnt/dlfs"
+log_level = "debug"
+fuse_threads = 8
+allow_other = false
+[cache]
+memory_budget = "4GiB"
+extent_size = "4MiB"
+loader_threads = 2
+read_size = 1048576
+[[dataset]]
+name = "imagenet"
+backend = "/data/imagenet"
+[[dataset]]
+name = "cifar"
+backend = "/data/cifar"
+format = "fixed"
+record_size = 3073
+)", "test");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->mountpoint, "/mnt/dlfs");
+  EXPECT_EQ(c->fuse_threads, 8u);
+  EXPECT_FALSE(c->allow_other);
+  EXPECT_EQ(c->memory_budget, "4GiB");
+  EXPECT_EQ(c->extent_size, 4u << 20);
+  EXPECT_EQ(c->read_size, 1u << 20);
+  ASSERT_EQ(c->datasets.size(), 2u);
+  EXPECT_EQ(c->datasets[1].format.format, provenance::DatasetFormat::fixed);
+  EXPECT_EQ(c->datasets[1].format.record_size, 3073u);
+  EXPECT_TRUE(validate_config(*c).is_ok());
+}
+
+TEST(Config, UnknownKeyIsNamed) {
+  auto c = parse_config("[cache]\nmemroy_budget = \"1GiB\"\n", "job.toml");
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_NE(c.status().message().find("unknown key 'cache.memroy_budget'"), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("memory_budget"), std::string::npos);
+  auto top = parse_config("mountpiont = \"/x\"\n", "job.toml");
+  ASSERT_FALSE(top.is_ok());
+  EXPECT_NE(top.status().message().find("'mountpiont'"), std::string::npos);
+}
+
+TEST(Config, BadValuesAreNamed) {
+  auto t = parse_config("[daemon]\nfuse_threads = \"many\"\n", "x");
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_NE(t.status().message().find("daemon.fuse_threads"), std::string::npos);
+  auto s = parse_config("[cache]\nextent_size = \"8 parsecs\"\n", "x");
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.status().message().find("cache.extent_size"), std::string::npos) << s.status().message();
+  auto f = parse_config("[[dataset]]\nname=\"a\"\nbackend=\"/b\"\nformat=\"tfrecord\"\n", "x");
+  ASSERT_FALSE(f.is_ok());
+  EXPECT_NE(f.status().message().find("tfrecord"), std::string::npos) << f.status().message();
+  auto syntax = parse_config("[daemon\n", "x");
+  ASSERT_FALSE(syntax.is_ok());
+  EXPECT_NE(syntax.status().message().find("line 1"), std::string::npos) << syntax.status().message();
+}
+
+TEST(Config, ValidationCatchesInconsistencies) {
+  DaemonConfig c;
+  EXPECT_NE(validate_config(c).message().find("mountpoint"), std::string::npos);
+  c.mountpoint = "/mnt";
+  EXPECT_NE(validate_config(c).message().find("no dataset"), std::string::npos);
+  c.datasets.push_back({"a", "/x", {}});
+  c.datasets.push_back({"a", "/y", {}});
+  EXPECT_NE(validate_config(c).message().find("used twice"), std::string::npos);
+  c.datasets[1].name = "../evil";
+  EXPECT_NE(validate_config(c).message().find("not valid"), std::string::npos);
+  c.datasets[1].name = "b";
+  c.datasets[1].format.format = provenance::DatasetFormat::fixed;
+  EXPECT_NE(validate_config(c).message().find("record_size"), std::string::npos);
+  c.datasets[1].format.record_size = 10;
+  EXPECT_TRUE(validate_config(c).is_ok());
+}
+
+TEST(Config, MemoryBudgetResolves) {
+  EXPECT_EQ(*resolve_memory_budget("50%", 1000), 500u);
+  EXPECT_EQ(*resolve_memory_budget("2GiB", 1000), 2ull << 30);
+  EXPECT_FALSE(resolve_memory_budget("150%", 1000).is_ok());
+  EXPECT_FALSE(resolve_memory_budget("abc%", 1000).is_ok());
+  EXPECT_FALSE(resolve_memory_budget("lots", 1000).is_ok());
+}
+
+}  // namespace
+}  // namespace dlfs::fs

@@ -1,0 +1,248 @@
+// The namespace core without a mount: lookups, attributes, listings, reads,
+// EROFS, against a real dataset on disk served by real cache components.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "fs/config.h"
+#include "fs/dataset.h"
+#include "fs/inode.h"
+#include "fs/namespace.h"
+
+namespace dlfs::fs {
+namespace {
+
+namespace stdfs = std::filesystem;
+
+class FsCoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/dlfs-fscore-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    std::mt19937 rng(7);
+    // Sizes chosen to cross extents (extent_size 64 KiB below) and include empty files.
+    write("a/b.txt", 5000, rng);
+    write("a/b/x", 70000, rng);
+    write("a/c", 0, rng);
+    write("top.bin", 200000, rng);
+    for (int i = 0; i < 50; ++i) write("many/f" + std::to_string(1000 + i), 1000 + i * 37, rng);
+    stdfs::create_directories(root_ + "/empty_dir");
+  }
+  void TearDown() override { stdfs::remove_all(root_); }
+
+  void write(const std::string& rel, size_t size, std::mt19937& rng) {
+    stdfs::create_directories(stdfs::path(root_ + "/" + rel).parent_path());
+    std::string data(size, '\0');
+    for (auto& c : data) c = static_cast<char>(rng());
+    std::ofstream(root_ + "/" + rel, std::ios::binary).write(data.data(), static_cast<std::streamsize>(size));
+    contents_[rel] = data;
+  }
+
+  std::unique_ptr<Namespace> make(uint64_t budget, bool load) {
+    DatasetConfig dc;
+    dc.name = "ds";
+    dc.backend = root_;
+    DaemonConfig daemon;
+    daemon.extent_size = 64 << 10;
+    daemon.loader_threads = 2;
+    auto ds = Dataset::open(dc, budget, daemon);
+    EXPECT_TRUE(ds.is_ok()) << ds.status().message();
+    datasets_.clear();
+    datasets_.push_back(std::move(ds).value());
+    if (load) {
+      datasets_[0]->start_loading();
+      while (!datasets_[0]->load_progress().done) ::usleep(1000);
+    }
+    return std::make_unique<Namespace>(datasets_, [] { return std::string("{\"x\":1}\n"); }, 1, 0, 0);
+  }
+
+  // Resolves a path below the mount root through lookups.
+  Result<Attr> resolve(const Namespace& ns, const std::string& path) {
+    Result<Attr> cur = ns.getattr(kRootIno);
+    for (const auto& part : stdfs::path(path)) {
+      if (!cur) return cur;
+      cur = ns.lookup(cur->ino, part.string());
+    }
+    return cur;
+  }
+
+  std::string read_all(const Namespace& ns, uint64_t ino, uint64_t size, uint64_t chunk) {
+    std::string out;
+    cache::Gather g;
+    for (uint64_t off = 0; off < size + chunk; off += chunk) {
+      Status s = ns.read_file(ino, off, chunk, g);
+      EXPECT_TRUE(s.is_ok()) << s.message();
+      for (size_t i = 0; i < g.count(); ++i)
+        out.append(static_cast<const char*>(g.iov()[i].iov_base), g.iov()[i].iov_len);
+    }
+    return out;
+  }
+
+  std::vector<std::string> list(const Namespace& ns, uint64_t ino, size_t batch) {
+    std::vector<std::string> names;
+    uint64_t off = 0;
+    for (;;) {
+      size_t added = 0;
+      Status s = ns.readdir(ino, off, [&](std::string_view n, const Attr&, uint64_t next) {
+        if (added == batch) return false;
+        names.emplace_back(n);
+        off = next;
+        ++added;
+        return true;
+      });
+      EXPECT_TRUE(s.is_ok());
+      if (added == 0) break;
+    }
+    return names;
+  }
+
+  std::string root_;
+  std::map<std::string, std::string> contents_;
+  std::vector<std::unique_ptr<Dataset>> datasets_;
+};
+
+TEST_F(FsCoreTest, InodeEncodingRoundTrips) {
+  for (auto kind : {NodeKind::dataset_dir, NodeKind::raw_dir, NodeKind::raw_file}) {
+    for (uint32_t ds : {0u, 1u, 77u, kMaxDatasets - 1}) {
+      for (uint64_t idx : {0ull, 1ull, 123456789ull, kMaxIndex}) {
+        NodeId n{kind, ds, idx};
+        auto back = decode_ino(encode_ino(n));
+        ASSERT_TRUE(back.has_value());
+        EXPECT_EQ(back->kind, kind);
+        EXPECT_EQ(back->dataset, ds);
+        EXPECT_EQ(back->index, idx);
+      }
+    }
+  }
+  EXPECT_FALSE(decode_ino(0).has_value());
+  EXPECT_FALSE(decode_ino(4).has_value());
+  EXPECT_FALSE(decode_ino((1ull << 48) | (0xffull << 40)).has_value());
+}
+
+TEST_F(FsCoreTest, LookupAndAttributesMatchBackend) {
+  auto ns = make(~0ull, true);
+  for (const auto& [rel, data] : contents_) {
+    auto a = resolve(*ns, "ds/raw/" + rel);
+    ASSERT_TRUE(a.is_ok()) << rel << ": " << a.status().message();
+    EXPECT_TRUE(S_ISREG(a->mode));
+    EXPECT_EQ(a->size, data.size()) << rel;
+    EXPECT_EQ(a->mode & 0222, 0u) << "write bits must be dropped";
+    struct stat st {};
+    ASSERT_EQ(::stat((root_ + "/" + rel).c_str(), &st), 0);
+    EXPECT_EQ(a->mtime_ns, static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec);
+  }
+  auto dir = resolve(*ns, "ds/raw/a");
+  ASSERT_TRUE(dir.is_ok());
+  EXPECT_TRUE(S_ISDIR(dir->mode));
+  EXPECT_EQ(dir->nlink, 3u);  // itself, ".", and subdirectory b
+  EXPECT_EQ(resolve(*ns, "ds/raw/nope").status().err(), ENOENT);
+  EXPECT_EQ(resolve(*ns, "nope").status().err(), ENOENT);
+  EXPECT_EQ(resolve(*ns, "ds/raw/top.bin/x").status().err(), ENOTDIR);
+  EXPECT_TRUE(resolve(*ns, ".dlfs/stats").is_ok());
+}
+
+TEST_F(FsCoreTest, InodeNumbersAreStableAcrossInstances) {
+  auto ns1 = make(~0ull, false);
+  auto a1 = resolve(*ns1, "ds/raw/many/f1030");
+  auto ns2 = make(~0ull, false);
+  auto a2 = resolve(*ns2, "ds/raw/many/f1030");
+  ASSERT_TRUE(a1.is_ok() && a2.is_ok());
+  EXPECT_EQ(a1->ino, a2->ino);
+  EXPECT_TRUE(ns2->getattr(a1->ino).is_ok());
+}
+
+TEST_F(FsCoreTest, ReaddirListsEverythingAcrossSmallBatches) {
+  auto ns = make(~0ull, false);
+  auto raw = resolve(*ns, "ds/raw");
+  ASSERT_TRUE(raw.is_ok());
+  auto names = list(*ns, raw->ino, 2);
+  std::vector<std::string> want = {".", "..", "a", "empty_dir", "many", "top.bin"};
+  EXPECT_EQ(names, want);
+  auto many = resolve(*ns, "ds/raw/many");
+  auto m = list(*ns, many->ino, 3);
+  EXPECT_EQ(m.size(), 52u);
+  auto root_names = list(*ns, kRootIno, 1);
+  EXPECT_EQ(root_names, (std::vector<std::string>{".", "..", "ds", ".dlfs"}));
+  auto file = resolve(*ns, "ds/raw/top.bin");
+  EXPECT_EQ(ns->readdir(file->ino, 0, [](auto, auto&, auto) { return true; }).err(), ENOTDIR);
+}
+
+TEST_F(FsCoreTest, ReadsEqualBackendResidentPartialAndUnloaded) {
+  for (uint64_t budget : {~0ull, 128ull << 10, 0ull}) {
+    for (bool load : {true, false}) {
+      auto ns = make(budget, load);
+      for (const auto& [rel, data] : contents_) {
+        auto a = resolve(*ns, "ds/raw/" + rel);
+        ASSERT_TRUE(a.is_ok());
+        for (uint64_t chunk : {4096ull, 1ull << 20, 777ull})
+          ASSERT_EQ(read_all(*ns, a->ino, data.size(), chunk), data)
+              << rel << " budget " << budget << " load " << load << " chunk " << chunk;
+      }
+    }
+  }
+}
+
+TEST_F(FsCoreTest, RandomReadsEqualBackend) {
+  auto ns = make(~0ull, true);
+  auto a = resolve(*ns, "ds/raw/top.bin");
+  const std::string& data = contents_["top.bin"];
+  std::mt19937_64 rng(42);
+  cache::Gather g;
+  for (int i = 0; i < 500; ++i) {
+    uint64_t off = rng() % (data.size() + 10);
+    uint64_t len = 1 + rng() % 150000;
+    ASSERT_TRUE(ns->read_file(a->ino, off, len, g).is_ok());
+    std::string got;
+    for (size_t k = 0; k < g.count(); ++k) got.append(static_cast<const char*>(g.iov()[k].iov_base), g.iov()[k].iov_len);
+    std::string want = off < data.size() ? data.substr(off, len) : "";
+    ASSERT_EQ(got, want) << "offset " << off << " length " << len;
+  }
+}
+
+TEST_F(FsCoreTest, WritesAreRefusedWithErofs) {
+  auto ns = make(~0ull, false);
+  auto a = resolve(*ns, "ds/raw/top.bin");
+  EXPECT_EQ(ns->open(a->ino, O_WRONLY).status().err(), EROFS);
+  EXPECT_EQ(ns->open(a->ino, O_RDWR).status().err(), EROFS);
+  EXPECT_EQ(ns->open(a->ino, O_RDONLY | O_TRUNC).status().err(), EROFS);
+  auto r = ns->open(a->ino, O_RDONLY);
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_TRUE(r->keep_cache);
+  EXPECT_FALSE(r->direct_io);
+  EXPECT_EQ(datasets_[0]->raw_counters().opens.load(), 1u);
+}
+
+TEST_F(FsCoreTest, StatsFileIsASnapshotWithDirectIo) {
+  auto ns = make(~0ull, false);
+  auto r = ns->open(kStatsIno, O_RDONLY);
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_TRUE(r->direct_io);
+  ASSERT_TRUE(r->snapshot);
+  EXPECT_EQ(*r->snapshot, "{\"x\":1}\n");
+  EXPECT_EQ(ns->open(kRootIno, O_RDONLY).status().err(), EISDIR);
+}
+
+TEST_F(FsCoreTest, CountersAddUp) {
+  auto ns = make(~0ull, true);
+  uint64_t total = 0;
+  for (const auto& [rel, data] : contents_) {
+    auto a = resolve(*ns, "ds/raw/" + rel);
+    read_all(*ns, a->ino, data.size(), 1 << 20);
+    total += data.size();
+  }
+  const auto& src = datasets_[0]->source().counters();
+  EXPECT_EQ(datasets_[0]->raw_counters().bytes.load(), total);
+  EXPECT_EQ(src.memory_bytes.load() + src.backend_bytes.load(), total);
+  EXPECT_EQ(src.backend_bytes.load(), 0u) << "fully loaded: nothing from the backend";
+}
+
+}  // namespace
+}  // namespace dlfs::fs

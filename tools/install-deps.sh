@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs every Debian package DLFS needs to build, test and benchmark.
+# Idempotent; run as root on Debian 12. Packages come from Debian's archive only.
+set -euo pipefail
+
+packages=(
+  # build
+  meson ninja-build pkg-config g++
+  # libraries (found through pkg-config)
+  libfuse3-dev libucx-dev liblmdb-dev libspdlog-dev libfmt-dev
+  libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libxxhash-dev
+  libibverbs-dev rdma-core
+  # tests
+  libgtest-dev libgmock-dev fuse3 python3 util-linux procps iproute2 lmdb-utils ucx-utils
+  # benchmarks
+  fio
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps.sh: run as root (it calls apt-get)" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps.sh: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+echo "install-deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps.sh: done"

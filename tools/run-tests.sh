@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The whole test suite from a fresh clone: install packages, build, run every
+# unit test and integration scenario (real FUSE mounts: needs root and /dev/fuse).
+# Usage: tools/run-tests.sh [extra meson test args, e.g. --suite unit]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tools/install-deps.sh
+if [ ! -f build/build.ninja ]; then
+  meson setup build --buildtype=debugoptimized
+fi
+meson compile -C build
+# Integration scenarios mount for real; run them one at a time (is_parallel: false).
+meson test -C build --print-errorlogs --num-processes 2 "$@"
