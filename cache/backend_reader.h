@@ -11,7 +11,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <string>
 
 #include "common/status.h"
 #include "common/unique_fd.h"
@@ -33,9 +35,13 @@ class BackendReader {
   const provenance::Manifest& manifest() const { return manifest_; }
 
  private:
-  BackendReader(const provenance::Manifest& m, UniqueFd root) : manifest_(m), root_(std::move(root)) {}
+  BackendReader(const provenance::Manifest& m, UniqueFd root, bool use_openat2)
+      : manifest_(m), root_(std::move(root)), use_openat2_(use_openat2) {}
+  // Opens a regular file below the root without following any symlink.
+  Result<UniqueFd> open_file(const std::string& path) const;
   const provenance::Manifest& manifest_;
   UniqueFd root_;
+  bool use_openat2_;  // kernel has openat2 (else: walk components with O_NOFOLLOW)
 };
 
 }  // namespace dlfs::cache

@@ -10,7 +10,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,19 +55,28 @@ class Loader {
 
  private:
   void run_worker();
-  void load_extent(uint64_t e, std::vector<std::byte>& scratch);
+  void run_monitor();  // the periodic progress line
+  Status load_extent(uint64_t e);
+  void report_failure(uint64_t e, const Status& s);
+  void log_final();
   StorageBuffer& buffer_;
   const BackendReader& backend_;
   LoaderOptions options_;
   std::vector<std::thread> threads_;
+  std::thread monitor_;
   std::atomic<uint64_t> next_extent_{0};
   std::atomic<uint64_t> bytes_loaded_{0};
+  std::atomic<uint64_t> bytes_failed_{0};
   std::atomic<uint64_t> extents_loaded_{0};
   std::atomic<uint64_t> extents_failed_{0};
+  std::atomic<unsigned> failure_lines_{0};
   std::atomic<unsigned> running_{0};
   std::atomic<bool> stop_{false};
-  std::chrono::steady_clock::time_point start_time_{};
-  std::atomic<int64_t> finish_ns_{0};   // elapsed at completion, 0 while running
+  std::atomic<bool> started_{false};
+  std::chrono::steady_clock::time_point start_time_{};  // written before started_ (release)
+  std::atomic<int64_t> finish_ns_{0};   // elapsed when the last worker exited, 0 while running
+  std::mutex mu_;                       // with cv_: wait(), stop() and the monitor's sleep
+  std::condition_variable cv_;
 };
 
 }  // namespace dlfs::cache

@@ -81,6 +81,7 @@ class StorageBuffer {
   StorageBuffer() = default;
   uint64_t begin_ = 0, end_ = 0, extent_size_ = 0, extent_count_ = 0, cacheable_ = 0;
   uint64_t capacity_ = 0;
+  uint64_t map_len_ = 0;   // capacity_ rounded up to the page (or huge page) size
   bool huge_ = false;
   std::byte* base_ = nullptr;
   std::unique_ptr<std::atomic<uint8_t>[]> state_;

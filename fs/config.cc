@@ -6,7 +6,7 @@
 #include <set>
 #include <sstream>
 
-#include <toml++/toml.hpp>
+#include <toml++/toml.h>
 
 #include "common/units.h"
 

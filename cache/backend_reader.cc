@@ -1,0 +1,121 @@
+#include "cache/backend_reader.h"
+
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <string>
+
+namespace dlfs::cache {
+namespace {
+
+// O_NONBLOCK: a file swapped for a FIFO after the scan must not hang the
+// opener; it has no effect on reads of regular files.
+constexpr int kFileFlags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
+
+int sys_openat2(int dirfd, const char* path, uint64_t flags, uint64_t resolve) {
+  open_how how{};
+  how.flags = flags;
+  how.resolve = resolve;
+  return static_cast<int>(::syscall(SYS_openat2, dirfd, path, &how, sizeof how));
+}
+
+// openat2 appeared in Linux 5.6; probe it once per reader on the root itself.
+bool probe_openat2(int root) {
+  int fd = sys_openat2(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH);
+  if (fd < 0) return false;  // ENOSYS (old kernel) or blocked by a seccomp filter
+  ::close(fd);
+  return true;
+}
+
+// Pre-openat2 kernels: walk the path one component at a time, refusing
+// symlinks at every step. Manifest paths are canonical (no "." or "..").
+int open_by_walking(int root, const std::string& path) {
+  UniqueFd dir;
+  int at = root;
+  size_t begin = 0;
+  for (;;) {
+    size_t slash = path.find('/', begin);
+    std::string part = path.substr(begin, slash == std::string::npos ? std::string::npos : slash - begin);
+    if (slash == std::string::npos) return ::openat(at, part.c_str(), kFileFlags);
+    int fd = ::openat(at, part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return -1;
+    dir.reset(fd);
+    at = fd;
+    begin = slash + 1;
+  }
+}
+
+std::string quoted(const std::string& path) { return "backend file '" + path + "'"; }
+
+}  // namespace
+
+Result<std::unique_ptr<BackendReader>> BackendReader::open(const provenance::Manifest& manifest) {
+  int fd = ::open(manifest.root().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::from_errno(errno, "backend root " + manifest.root());
+  UniqueFd root(fd);
+  bool use_openat2 = probe_openat2(root.get());
+  return std::unique_ptr<BackendReader>(new BackendReader(manifest, std::move(root), use_openat2));
+}
+
+Result<UniqueFd> BackendReader::open_file(const std::string& path) const {
+  int fd = use_openat2_
+               ? sys_openat2(root_.get(), path.c_str(), kFileFlags, RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH)
+               : open_by_walking(root_.get(), path);
+  if (fd < 0) {
+    int err = errno;
+    // ELOOP: the file or a directory above it is a symlink now (O_NOFOLLOW /
+    // RESOLVE_NO_SYMLINKS); ENOTDIR: a directory was replaced by something else.
+    if (err == ELOOP || err == EXDEV)
+      return Status(err, quoted(path) + " is a symlink or lies under one (changed since the scan); not following it");
+    return Status::from_errno(err, quoted(path) + " cannot be opened");
+  }
+  UniqueFd file(fd);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Status::from_errno(errno, quoted(path) + " cannot be stat'ed");
+  if (!S_ISREG(st.st_mode))
+    return Status(EIO, quoted(path) + " is no longer a regular file (changed since the scan)");
+  return file;
+}
+
+Status BackendReader::read_file(uint32_t file, uint64_t offset, std::span<std::byte> out) const {
+  if (out.empty()) return Status::ok();
+  std::string path = manifest_.file_path(file);
+  auto fd = open_file(path);
+  if (!fd) return fd.status();
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n = ::pread(fd->get(), out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::from_errno(errno, quoted(path) + " read failed at offset " + std::to_string(offset + done));
+    }
+    if (n == 0)  // the file shrank: never hand out zero-filled bytes as data
+      return Status(EIO, quoted(path) + " is shorter than when scanned (wanted " + std::to_string(out.size()) +
+                             " bytes at offset " + std::to_string(offset) + ")");
+    done += static_cast<size_t>(n);
+  }
+  return Status::ok();
+}
+
+Status BackendReader::read(uint64_t data_offset, std::span<std::byte> out) const {
+  const uint64_t total = manifest_.total_bytes();
+  if (data_offset > total || out.size() > total - data_offset)
+    return Status(EINVAL, "backend read of " + std::to_string(out.size()) + " bytes at byte-space offset " +
+                              std::to_string(data_offset) + " goes past the dataset end (" +
+                              std::to_string(total) + " bytes)");
+  size_t done = 0;
+  while (done < out.size()) {
+    uint64_t pos = data_offset + done;
+    uint32_t f = manifest_.file_at(pos);  // never a zero-length file
+    uint64_t in_file = pos - manifest_.file_data_offset(f);
+    uint64_t n = std::min<uint64_t>(out.size() - done, manifest_.file_size(f) - in_file);
+    DLFS_RETURN_IF_ERROR(read_file(f, in_file, out.subspan(done, n)));
+    done += n;
+  }
+  return Status::ok();
+}
+
+}  // namespace dlfs::cache

@@ -1,0 +1,106 @@
+#include "cache/storage_buffer.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <string>
+
+#include "common/units.h"
+
+namespace dlfs::cache {
+namespace {
+
+constexpr uint64_t kHugePage = 2ull << 20;
+
+uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
+
+}  // namespace
+
+Result<std::unique_ptr<StorageBuffer>> StorageBuffer::create(uint64_t range_begin, uint64_t range_end,
+                                                             const StorageOptions& options) {
+  if (range_end < range_begin)
+    return Status(EINVAL, "storage range [" + std::to_string(range_begin) + ", " + std::to_string(range_end) +
+                              ") ends before it begins");
+  if (options.extent_size == 0) return Status(EINVAL, "storage extent size must be > 0");
+
+  std::unique_ptr<StorageBuffer> b(new StorageBuffer());
+  const uint64_t range = range_end - range_begin;
+  b->begin_ = range_begin;
+  b->end_ = range_end;
+  b->extent_size_ = options.extent_size;
+  b->extent_count_ = range / options.extent_size + (range % options.extent_size != 0 ? 1 : 0);
+  if (options.memory_budget >= range) {
+    b->cacheable_ = b->extent_count_;
+    b->capacity_ = range;  // includes the short last extent
+  } else {
+    // Whole extents only: a partial extent could never become resident.
+    b->cacheable_ = options.memory_budget / options.extent_size;
+    b->capacity_ = b->cacheable_ * options.extent_size;
+  }
+  b->state_ = std::make_unique<std::atomic<uint8_t>[]>(b->extent_count_);
+  b->checksum_ = std::make_unique<uint64_t[]>(b->extent_count_);
+  if (b->capacity_ == 0) return b;
+
+  void* p = MAP_FAILED;
+  if (options.huge_pages) {
+    // No MAP_NORESERVE here: with it the kernel would accept the mapping even
+    // without enough reserved huge pages and SIGBUS on first touch. Without
+    // it, a shortage fails now and we fall back to normal pages.
+    b->map_len_ = round_up(b->capacity_, kHugePage);
+    p = ::mmap(nullptr, b->map_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+    b->huge_ = p != MAP_FAILED;
+  }
+  if (p == MAP_FAILED) {
+    b->map_len_ = round_up(b->capacity_, static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)));
+    // MAP_NORESERVE: memory is committed as the loader touches it, so a large
+    // budget does not trip overcommit accounting up front.
+    p = ::mmap(nullptr, b->map_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+      return Status::from_errno(errno, "cannot map " + format_size(b->map_len_) + " of dataset memory");
+    // Transparent huge pages where the kernel allows them; failure is harmless
+    // (THP disabled), and huge_ stays false since nothing is guaranteed.
+    if (options.huge_pages) ::madvise(p, b->map_len_, MADV_HUGEPAGE);
+  }
+  b->base_ = static_cast<std::byte*>(p);
+  return b;
+}
+
+StorageBuffer::~StorageBuffer() {
+  if (base_ != nullptr) ::munmap(base_, map_len_);
+}
+
+uint64_t StorageBuffer::extent_length(uint64_t e) const {
+  uint64_t b = begin_ + e * extent_size_;
+  return std::min(extent_size_, end_ - b);
+}
+
+const std::byte* StorageBuffer::resident_ptr(uint64_t data_offset) const {
+  if (data_offset < begin_ || data_offset >= end_) return nullptr;
+  uint64_t e = extent_of(data_offset);
+  if (e >= cacheable_ || state(e) != ExtentState::resident) return nullptr;
+  return base_ + (data_offset - begin_);
+}
+
+bool StorageBuffer::try_mark_loading(uint64_t e) {
+  if (e >= cacheable_) return false;
+  uint8_t expected = static_cast<uint8_t>(ExtentState::absent);
+  return state_[e].compare_exchange_strong(expected, static_cast<uint8_t>(ExtentState::loading),
+                                           std::memory_order_acq_rel, std::memory_order_relaxed);
+}
+
+void StorageBuffer::mark_resident(uint64_t e, uint64_t checksum) {
+  checksum_[e] = checksum;
+  // Release: a reader that sees `resident` (acquire) sees the bytes and checksum.
+  state_[e].store(static_cast<uint8_t>(ExtentState::resident), std::memory_order_release);
+  resident_bytes_.fetch_add(extent_length(e), std::memory_order_relaxed);
+  resident_extents_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void StorageBuffer::mark_failed(uint64_t e) {
+  state_[e].store(static_cast<uint8_t>(ExtentState::failed), std::memory_order_release);
+}
+
+uint64_t extent_checksum(std::span<const std::byte> bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
+
+}  // namespace dlfs::cache

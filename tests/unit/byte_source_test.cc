@@ -1,0 +1,310 @@
+// ByteSource (the read path) and the BackendReader under it.
+#include "cache/byte_source.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+
+#include "cache/loader.h"
+#include "cache_test_util.h"
+
+namespace dlfs::cache {
+namespace {
+
+namespace fs = std::filesystem;
+using test::Dataset;
+using test::TempDir;
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+uint32_t nonempty_file(const Dataset& d, uint32_t from) {
+  while (d.manifest.file_size(from) == 0) ++from;
+  return from;
+}
+
+// ---- BackendReader ----
+
+TEST(BackendReader, ReadsAcrossFileBoundaries) {
+  TempDir dir;
+  test::make_dataset(dir.path(), 200, 3000, 11);
+  auto d = test::scan(dir.path());
+  ASSERT_TRUE(d && d->reader);
+  const uint64_t total = d->manifest.total_bytes();
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 200; ++i) {
+    uint64_t off = rng() % total;
+    uint64_t len = std::min<uint64_t>(total - off, rng() % 20000);
+    std::vector<std::byte> out(len);
+    ASSERT_TRUE(d->reader->read(off, out)) << off << "+" << len;
+    ASSERT_TRUE(std::equal(out.begin(), out.end(), d->bytes.begin() + static_cast<long>(off))) << off;
+  }
+  std::vector<std::byte> all(total);
+  ASSERT_TRUE(d->reader->read(0, all));
+  EXPECT_EQ(all, d->bytes);
+}
+
+TEST(BackendReader, ReadPastEndIsRefused) {
+  TempDir dir;
+  test::make_dataset(dir.path(), 10, 1000, 1);
+  auto d = test::scan(dir.path());
+  ASSERT_TRUE(d && d->reader);
+  std::vector<std::byte> out(10);
+  Status s = d->reader->read(d->manifest.total_bytes() - 5, out);
+  EXPECT_FALSE(s);
+  EXPECT_EQ(s.err(), EINVAL);
+}
+
+TEST(BackendReader, MissingRootIsNamed) {
+  TempDir dir;
+  test::make_dataset(dir.path() + "/ds", 5, 100, 1);
+  auto m = provenance::Manifest::build(dir.path() + "/ds", {});
+  ASSERT_TRUE(m.is_ok());
+  fs::rename(dir.path() + "/ds", dir.path() + "/moved");
+  auto r = BackendReader::open(*m);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().err(), ENOENT);
+  EXPECT_TRUE(contains(r.status().message(), dir.path() + "/ds")) << r.status().message();
+}
+
+TEST(BackendReader, RefusesFileReplacedBySymlink) {
+  TempDir dir;
+  test::make_dataset(dir.path() + "/ds", 50, 2000, 2);
+  auto d = test::scan(dir.path() + "/ds");
+  ASSERT_TRUE(d && d->reader);
+  uint32_t f = nonempty_file(*d, 10);
+  const std::string rel = d->manifest.file_path(f);
+  // Same size, outside the root: following it would leak a foreign file.
+  auto outside = fs::path(dir.path()) / "outside.bin";
+  std::vector<std::byte> foreign(d->manifest.file_size(f), std::byte{0x5a});
+  test::write_file(outside, foreign);
+  fs::remove(d->path_of(f));
+  fs::create_symlink(outside, d->path_of(f));
+
+  std::vector<std::byte> out(d->manifest.file_size(f));
+  Status s = d->reader->read_file(f, 0, out);
+  ASSERT_FALSE(s);
+  EXPECT_TRUE(contains(s.message(), "'" + rel + "'")) << s.message();
+  EXPECT_TRUE(contains(s.message(), "symlink")) << s.message();
+  // And through the byte-space path too.
+  EXPECT_FALSE(d->reader->read(d->manifest.file_data_offset(f), out));
+}
+
+TEST(BackendReader, RefusesDirectoryReplacedBySymlink) {
+  TempDir dir;
+  test::make_dataset(dir.path() + "/ds", 50, 2000, 2);
+  auto d = test::scan(dir.path() + "/ds");
+  ASSERT_TRUE(d && d->reader);
+  // Find a file below a/b and swap "a/b" for a symlink to an identical copy.
+  uint32_t f = 0;
+  while (f < d->manifest.file_count() &&
+         (d->manifest.file_path(f).rfind("a/b/", 0) != 0 || d->manifest.file_size(f) == 0))
+    ++f;
+  ASSERT_LT(f, d->manifest.file_count());
+  fs::path ab = fs::path(d->manifest.root()) / "a" / "b";
+  fs::path copy = fs::path(dir.path()) / "copy";
+  fs::copy(ab, copy, fs::copy_options::recursive);
+  fs::remove_all(ab);
+  fs::create_directory_symlink(copy, ab);
+
+  std::vector<std::byte> out(d->manifest.file_size(f));
+  Status s = d->reader->read_file(f, 0, out);
+  ASSERT_FALSE(s);
+  EXPECT_TRUE(contains(s.message(), d->manifest.file_path(f))) << s.message();
+}
+
+TEST(BackendReader, TruncatedFileIsAnErrorNamingIt) {
+  TempDir dir;
+  test::make_dataset(dir.path(), 50, 5000, 3);
+  auto d = test::scan(dir.path());
+  ASSERT_TRUE(d && d->reader);
+  uint32_t f = 0;
+  while (d->manifest.file_size(f) < 100) ++f;
+  const uint64_t size = d->manifest.file_size(f);
+  fs::resize_file(d->path_of(f), size / 2);
+
+  std::vector<std::byte> out(size);
+  Status s = d->reader->read_file(f, 0, out);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.err(), EIO);
+  EXPECT_TRUE(contains(s.message(), "backend file '" + d->manifest.file_path(f) + "' is shorter than when scanned"))
+      << s.message();
+  EXPECT_TRUE(contains(s.message(), "wanted " + std::to_string(size) + " bytes at offset 0")) << s.message();
+  // The part that is still there reads fine.
+  std::vector<std::byte> head(size / 2);
+  EXPECT_TRUE(d->reader->read_file(f, 0, head));
+}
+
+// ---- ByteSource ----
+
+enum class Fill { all, budget, none };
+
+struct Setup {
+  TempDir dir;
+  std::unique_ptr<Dataset> d;
+  std::unique_ptr<StorageBuffer> b;
+};
+
+// ~600 files up to 20 KiB, extents of 16 KiB, loaded fully, in part (a third
+// of the extents fit the budget) or not at all.
+std::unique_ptr<Setup> setup(Fill fill, uint64_t seed = 17) {
+  auto s = std::make_unique<Setup>();
+  test::make_dataset(s->dir.path(), 600, 20 << 10, seed);
+  s->d = test::scan(s->dir.path());
+  if (!s->d || !s->d->reader) return nullptr;
+  const uint64_t total = s->d->manifest.total_bytes();
+  const uint64_t extent = 16 << 10;
+  s->b = test::make_buffer(total, extent, fill == Fill::budget ? total / 3 : ~0ull);
+  if (!s->b) return nullptr;
+  if (fill != Fill::none) {
+    Loader l(*s->b, *s->d->reader, LoaderOptions{.threads = 2, .log_interval_s = 0, .label = "test"});
+    l.start();
+    l.wait();
+  }
+  return s;
+}
+
+void random_reads(Fill fill) {
+  auto s = setup(fill);
+  ASSERT_TRUE(s);
+  const StorageBuffer& b = *s->b;
+  ByteSource src(b, *s->d->reader);
+  const uint64_t total = s->d->manifest.total_bytes();
+  const std::byte* mem_lo = b.extent_data(0);
+  const std::byte* mem_hi = mem_lo + b.capacity_bytes();
+  std::mt19937_64 rng(fill == Fill::all ? 1 : fill == Fill::budget ? 2 : 3);
+  Gather g;
+  uint64_t asked = 0;
+  for (int i = 0; i < 1000; ++i) {
+    uint64_t off = rng() % total;
+    uint64_t len = std::min<uint64_t>(total - off, rng() % 3 == 0 ? rng() % 200000 : rng() % 5000);
+    ASSERT_TRUE(src.read(off, len, g)) << off << "+" << len;
+    ASSERT_EQ(g.bytes(), len);
+    ASSERT_LE(g.count(), Gather::kMaxSegments);
+    auto got = test::flatten(g.iov(), g.count());
+    ASSERT_TRUE(std::equal(got.begin(), got.end(), s->d->bytes.begin() + static_cast<long>(off))) << off << "+" << len;
+    asked += len;
+    if (fill == Fill::all) {
+      EXPECT_EQ(g.backend_bytes(), 0u);
+      if (len > 0) {
+        EXPECT_EQ(g.count(), 1u) << "consecutive resident extents are one segment";
+        auto* p = static_cast<const std::byte*>(g.iov()[0].iov_base);
+        EXPECT_TRUE(p >= mem_lo && p + len <= mem_hi) << "resident bytes are not copied";
+      }
+    }
+    if (fill == Fill::none) {
+      EXPECT_EQ(g.backend_bytes(), len);
+    }
+  }
+  const auto& c = src.counters();
+  EXPECT_EQ(c.memory_bytes.load() + c.backend_bytes.load(), asked);
+  if (fill == Fill::all) {
+    EXPECT_EQ(c.backend_reads.load(), 0u);
+  }
+  if (fill == Fill::none) {
+    EXPECT_EQ(c.memory_bytes.load(), 0u);
+  }
+  if (fill == Fill::budget) {
+    EXPECT_GT(c.memory_bytes.load(), 0u);
+    EXPECT_GT(c.backend_bytes.load(), 0u);
+  }
+}
+
+TEST(ByteSource, RandomReadsFullyResident) { random_reads(Fill::all); }
+TEST(ByteSource, RandomReadsPartlyResident) { random_reads(Fill::budget); }
+TEST(ByteSource, RandomReadsNothingLoaded) { random_reads(Fill::none); }
+
+TEST(ByteSource, ExtentAndFileBoundaries) {
+  for (Fill fill : {Fill::all, Fill::budget, Fill::none}) {
+    auto s = setup(fill, 23);
+    ASSERT_TRUE(s);
+    const StorageBuffer& b = *s->b;
+    ByteSource src(b, *s->d->reader);
+    Gather g;
+    const uint64_t total = s->d->manifest.total_bytes();
+    auto check = [&](uint64_t off, uint64_t len) {
+      len = std::min(len, total - off);
+      ASSERT_TRUE(src.read(off, len, g)) << off << "+" << len;
+      auto got = test::flatten(g.iov(), g.count());
+      auto want = test::slice(s->d->bytes, off, len);
+      ASSERT_TRUE(std::equal(got.begin(), got.end(), want.begin(), want.end())) << off << "+" << len;
+    };
+    for (uint64_t e = 1; e < b.extent_count(); ++e) {
+      check(b.extent_begin(e) - 1, 2);
+      check(b.extent_begin(e) - 100, b.extent_size() + 200);
+    }
+    if (b.cacheable_extents() > 0 && b.cacheable_extents() < b.extent_count())  // across the budget edge
+      check(b.cacheable_extents() * b.extent_size() - 7, 3 * b.extent_size());
+    for (uint32_t f = 1; f < s->d->manifest.file_count(); f += 7) {
+      uint64_t o = s->d->manifest.file_data_offset(f);
+      if (o >= 3 && o + 3 <= s->d->manifest.total_bytes()) check(o - 3, 6);
+    }
+    check(0, s->d->manifest.total_bytes());
+    check(s->d->manifest.total_bytes(), 0);
+  }
+}
+
+TEST(ByteSource, FragmentedResidencyFallsBackToOneCopy) {
+  TempDir dir;
+  test::make_dataset(dir.path(), 300, 8 << 10, 31);
+  auto d = test::scan(dir.path());
+  ASSERT_TRUE(d && d->reader);
+  auto b = test::make_buffer(d->manifest.total_bytes(), 4096);
+  ASSERT_TRUE(b);
+  ASSERT_GT(b->extent_count(), 2 * Gather::kMaxSegments + 2);
+  // Every other extent resident: a read over them all needs ~one segment per extent.
+  for (uint64_t e = 0; e < b->extent_count(); e += 2) {
+    ASSERT_TRUE(b->try_mark_loading(e));
+    std::span<std::byte> dst(b->extent_data(e), b->extent_length(e));
+    ASSERT_TRUE(d->reader->read(b->extent_begin(e), dst));
+    b->mark_resident(e, extent_checksum(dst));
+  }
+  ByteSource src(*b, *d->reader);
+  Gather g;
+  const uint64_t len = (2 * Gather::kMaxSegments + 2) * 4096;
+  ASSERT_TRUE(src.read(100, len, g));
+  EXPECT_EQ(g.count(), 1u);
+  auto got = test::flatten(g.iov(), g.count());
+  auto want = test::slice(d->bytes, 100, len);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin(), want.end()));
+  EXPECT_EQ(src.counters().memory_bytes + src.counters().backend_bytes, len);
+  EXPECT_GT(src.counters().memory_bytes.load(), 0u);
+  EXPECT_EQ(g.backend_bytes(), src.counters().backend_bytes.load());
+
+  // A shorter read over the same pattern still gathers without copying memory.
+  const uint64_t short_len = 10 * 4096;
+  ASSERT_TRUE(src.read(0, short_len, g));
+  EXPECT_EQ(g.count(), 10u);
+  EXPECT_EQ(g.iov()[0].iov_base, b->extent_data(0));
+  got = test::flatten(g.iov(), g.count());
+  want = test::slice(d->bytes, 0, short_len);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin(), want.end()));
+}
+
+TEST(ByteSource, OutOfRangeIsRefused) {
+  auto s = setup(Fill::none);
+  ASSERT_TRUE(s);
+  ByteSource src(*s->b, *s->d->reader);
+  Gather g;
+  const uint64_t total = s->d->manifest.total_bytes();
+  EXPECT_EQ(src.read(total - 1, 2, g).err(), EINVAL);
+  EXPECT_EQ(src.read(total + 1, 0, g).err(), EINVAL);
+  EXPECT_EQ(src.read(1, ~0ull, g).err(), EINVAL);
+}
+
+TEST(ByteSource, BackendErrorNamesTheFile) {
+  auto s = setup(Fill::none);
+  ASSERT_TRUE(s);
+  uint32_t f = nonempty_file(*s->d, 5);
+  fs::remove(s->d->path_of(f));
+  ByteSource src(*s->b, *s->d->reader);
+  Gather g;
+  Status st = src.read(s->d->manifest.file_data_offset(f), 1, g);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.err(), ENOENT);
+  EXPECT_TRUE(contains(st.message(), s->d->manifest.file_path(f))) << st.message();
+}
+
+}  // namespace
+}  // namespace dlfs::cache
