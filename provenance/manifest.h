@@ -74,11 +74,11 @@ class Manifest {
   const FormatOptions& options() const { return options_; }
 
   // ---- files (ids 0..file_count()-1, in canonical order) ----
-  uint32_t file_count() const { return static_cast<uint32_t>(file_size_.size()); }
+  uint32_t file_count() const { return static_cast<uint32_t>(file_parent_.size()); }
   std::string_view file_name(uint32_t f) const;   // basename
   std::string file_path(uint32_t f) const;        // relative path "a/b/c.jpg"
   uint32_t file_parent(uint32_t f) const { return file_parent_[f]; }
-  uint64_t file_size(uint32_t f) const { return file_size_[f]; }
+  uint64_t file_size(uint32_t f) const { return file_offset_[f + 1] - file_offset_[f]; }
   uint64_t file_data_offset(uint32_t f) const { return file_offset_[f]; }
   int64_t file_mtime_ns(uint32_t f) const { return file_mtime_ns_[f]; }
   uint32_t file_mode(uint32_t f) const { return file_mode_[f]; }  // permission bits only
@@ -119,19 +119,18 @@ class Manifest {
   std::string names_;  // all basenames, back to back (no separators)
 
   // files, structure of arrays
-  std::vector<uint32_t> file_name_off_;   // into names_; length = next offset - this (see impl)
-  std::vector<uint16_t> file_name_len_;
+  std::vector<uint32_t> file_name_off_;   // into names_
+  std::vector<uint8_t> file_name_len_;    // NAME_MAX is 255
   std::vector<uint32_t> file_parent_;
-  std::vector<uint64_t> file_size_;
-  std::vector<uint64_t> file_offset_;     // prefix sum of sizes
+  std::vector<uint64_t> file_offset_;     // prefix sum of sizes, file_count()+1 entries
   std::vector<int64_t> file_mtime_ns_;
-  std::vector<uint32_t> file_mode_;
+  std::vector<uint16_t> file_mode_;
   // fixed format: first sample id of each file (size file_count()+1)
   std::vector<uint64_t> file_first_sample_;
 
   // directories
   std::vector<uint32_t> dir_name_off_;
-  std::vector<uint16_t> dir_name_len_;
+  std::vector<uint8_t> dir_name_len_;
   std::vector<uint32_t> dir_parent_;
   std::vector<int64_t> dir_mtime_ns_;
   std::vector<uint32_t> dir_mode_;
@@ -140,7 +139,7 @@ class Manifest {
   std::vector<uint32_t> dir_subdirs_begin_;  // into dir_subdir_ids_, size dir_count()+1
   std::vector<uint32_t> dir_subdir_ids_;
 
-  friend class ManifestBuilder;
+  friend struct ManifestBuilder;
 };
 
 }  // namespace dlfs::provenance

@@ -112,7 +112,7 @@ class FsCoreTest : public ::testing::Test {
 TEST_F(FsCoreTest, InodeEncodingRoundTrips) {
   for (auto kind : {NodeKind::dataset_dir, NodeKind::raw_dir, NodeKind::raw_file}) {
     for (uint32_t ds : {0u, 1u, 77u, kMaxDatasets - 1}) {
-      for (uint64_t idx : {0ull, 1ull, 123456789ull, kMaxIndex}) {
+      for (uint64_t idx : {uint64_t{0}, uint64_t{1}, uint64_t{123456789}, kMaxIndex}) {
         NodeId n{kind, ds, idx};
         auto back = decode_ino(encode_ino(n));
         ASSERT_TRUE(back.has_value());

@@ -1,0 +1,41 @@
+// The control protocol between dlfs-ctl and dlfsd.
+//
+// A Unix stream socket; newline-delimited JSON. The client sends one request
+//   {"cmd": "status" | "stats" | "verify" | "unmount", "dataset": "..."}
+// and reads zero or more {"progress": {...}} lines, then exactly one final
+//   {"ok": true, "result": {...}}  or  {"ok": false, "error": "...", "errno": N}.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+
+namespace dlfs {
+
+inline constexpr size_t kMaxControlLine = 1 << 20;  // requests and responses
+
+// Where the daemon for `mountpoint` listens by default:
+// /run/dlfs/<mountpoint, '/' -> '-'>.sock as root, else under $XDG_RUNTIME_DIR
+// or /tmp/dlfs-<uid>/. "/mnt/dlfs" -> "/run/dlfs/mnt-dlfs.sock".
+std::string default_control_socket(const std::string& mountpoint);
+std::string default_control_dir();
+
+// Writes all of `line` plus '\n' (handles EINTR and partial writes; no SIGPIPE).
+Status write_line(int fd, const std::string& line);
+
+// Reads one line (without '\n') of at most max_bytes into `line`, keeping
+// what follows in `pending` for the next call. EOF before a newline is an error.
+Status read_line(int fd, std::string& pending, std::string& line, std::chrono::milliseconds timeout,
+                 size_t max_bytes = kMaxControlLine);
+
+// Connects, sends `request`, passes progress objects to on_progress and
+// returns the final "result" (or the daemon's error as a Status).
+Result<nlohmann::json> control_call(const std::string& socket_path, const nlohmann::json& request,
+                                    const std::function<void(const nlohmann::json&)>& on_progress,
+                                    std::chrono::milliseconds timeout);
+
+}  // namespace dlfs

@@ -1,0 +1,235 @@
+#include "provenance/manifest.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+
+#include <spdlog/spdlog.h>
+
+#include "provenance/manifest_scan.h"
+
+namespace dlfs::provenance {
+
+Result<DatasetFormat> parse_format(std::string_view text) {
+  if (text == "files") return DatasetFormat::files;
+  if (text == "fixed") return DatasetFormat::fixed;
+  return Status(EINVAL, "unknown dataset format '" + std::string(text) + "' (use files or fixed)");
+}
+
+std::string_view format_name(DatasetFormat f) { return f == DatasetFormat::files ? "files" : "fixed"; }
+
+namespace {
+
+std::string_view parent_of(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? std::string_view() : path.substr(0, slash);
+}
+
+std::string_view basename_of(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+bool by_path(const ScannedEntry& a, const ScannedEntry& b) { return a.path < b.path; }
+
+// Groups `child_count` children by parent id into a CSR layout. Children are
+// visited in id order, which is name order within a parent (ids follow the
+// byte-wise order of full paths, and siblings share their prefix).
+void group_by_parent(const std::vector<uint32_t>& parent_of_child, uint32_t parents, uint32_t first_child,
+                     std::vector<uint32_t>& begin, std::vector<uint32_t>& ids) {
+  begin.assign(parents + 1, 0);
+  for (size_t c = first_child; c < parent_of_child.size(); ++c) ++begin[parent_of_child[c] + 1];
+  std::partial_sum(begin.begin(), begin.end(), begin.begin());
+  ids.resize(parent_of_child.size() - first_child);
+  std::vector<uint32_t> next(begin.begin(), begin.end() - 1);
+  for (size_t c = first_child; c < parent_of_child.size(); ++c) ids[next[parent_of_child[c]]++] = static_cast<uint32_t>(c);
+}
+
+}  // namespace
+
+// Builds the tables of a Manifest from a scan (a friend of Manifest).
+struct ManifestBuilder {
+  static Status fill(Manifest& m, ScanResult& scan) {
+    std::sort(scan.dirs.begin(), scan.dirs.end(), by_path);  // root ("") sorts first
+    std::sort(scan.files.begin(), scan.files.end(), by_path);
+    if (scan.files.size() >= (1ull << 32) - 1 || scan.dirs.size() >= (1ull << 32) - 1)
+      return Status(EFBIG, "more than 4 billion files or directories");
+
+    auto dir_id = [&](std::string_view path) -> uint32_t {
+      auto it = std::lower_bound(scan.dirs.begin(), scan.dirs.end(), path,
+                                 [](const ScannedEntry& e, std::string_view p) { return e.path < p; });
+      return static_cast<uint32_t>(it - scan.dirs.begin());
+    };
+    auto add_name = [&](std::string_view name, std::vector<uint32_t>& off, std::vector<uint8_t>& len) -> Status {
+      if (m.names_.size() + name.size() > UINT32_MAX) return Status(EFBIG, "file names exceed 4 GiB");
+      off.push_back(static_cast<uint32_t>(m.names_.size()));
+      len.push_back(static_cast<uint8_t>(name.size()));
+      m.names_.append(name);
+      return Status::ok();
+    };
+
+    const size_t nd = scan.dirs.size(), nf = scan.files.size();
+    m.dir_parent_.reserve(nd);
+    for (size_t d = 0; d < nd; ++d) {
+      const auto& e = scan.dirs[d];
+      DLFS_RETURN_IF_ERROR(add_name(basename_of(e.path), m.dir_name_off_, m.dir_name_len_));
+      m.dir_parent_.push_back(d == 0 ? 0 : dir_id(parent_of(e.path)));
+      m.dir_mtime_ns_.push_back(e.mtime_ns);
+      m.dir_mode_.push_back(e.mode);
+    }
+    m.file_offset_.reserve(nf + 1);
+    m.file_offset_.push_back(0);
+    for (const auto& e : scan.files) {
+      DLFS_RETURN_IF_ERROR(add_name(basename_of(e.path), m.file_name_off_, m.file_name_len_));
+      m.file_parent_.push_back(dir_id(parent_of(e.path)));
+      m.file_offset_.push_back(m.file_offset_.back() + e.size);
+      m.file_mtime_ns_.push_back(e.mtime_ns);
+      m.file_mode_.push_back(static_cast<uint16_t>(e.mode));
+    }
+    m.total_bytes_ = m.file_offset_.back();
+
+    group_by_parent(m.dir_parent_, static_cast<uint32_t>(nd), 1, m.dir_subdirs_begin_, m.dir_subdir_ids_);
+    group_by_parent(m.file_parent_, static_cast<uint32_t>(nd), 0, m.dir_files_begin_, m.dir_file_ids_);
+    // Directory 0 (the root) is nobody's child.
+    return fill_samples(m, scan);
+  }
+
+  static Status fill_samples(Manifest& m, const ScanResult& scan) {
+    const auto& o = m.options_;
+    if (o.format == DatasetFormat::files) {
+      m.sample_count_ = scan.files.size();
+      return Status::ok();
+    }
+    if (o.record_size == 0) return Status(EINVAL, "record size must be > 0 for format fixed");
+    m.file_first_sample_.reserve(scan.files.size() + 1);
+    m.file_first_sample_.push_back(0);
+    for (const auto& e : scan.files) {
+      if (e.size < o.header_bytes || (e.size - o.header_bytes) % o.record_size != 0)
+        return Status(EINVAL, "file '" + e.path + "' has " + std::to_string(e.size) + " bytes, not " +
+                                  std::to_string(o.header_bytes) + " header + a whole number of " +
+                                  std::to_string(o.record_size) + "-byte records");
+      m.file_first_sample_.push_back(m.file_first_sample_.back() + (e.size - o.header_bytes) / o.record_size);
+    }
+    m.sample_count_ = m.file_first_sample_.back();
+    return Status::ok();
+  }
+};
+
+Result<Manifest> Manifest::build(const std::string& root, const FormatOptions& options, ScanReport* report) {
+  ScanReport local;
+  ScanReport& r = report ? *report : local;
+  r = ScanReport{};
+  if (options.format == DatasetFormat::fixed && options.record_size == 0)
+    return Status(EINVAL, "record size must be > 0 for format fixed");
+  auto scan = scan_tree(root, r);
+  if (!scan) return scan.status();
+
+  Manifest m;
+  m.root_ = root;
+  m.options_ = options;
+  DLFS_RETURN_IF_ERROR(ManifestBuilder::fill(m, *scan));
+  for (auto* v : {&m.file_name_off_, &m.file_parent_, &m.dir_name_off_, &m.dir_parent_, &m.dir_mode_,
+                  &m.dir_files_begin_, &m.dir_file_ids_, &m.dir_subdirs_begin_, &m.dir_subdir_ids_})
+    v->shrink_to_fit();
+  m.names_.shrink_to_fit();
+  m.file_offset_.shrink_to_fit();
+  m.file_mtime_ns_.shrink_to_fit();
+  m.dir_mtime_ns_.shrink_to_fit();
+  m.file_mode_.shrink_to_fit();
+  m.file_name_len_.shrink_to_fit();
+  m.dir_name_len_.shrink_to_fit();
+  m.file_first_sample_.shrink_to_fit();
+
+  uint64_t skipped = r.skipped_symlinks + r.skipped_special + r.unreadable;
+  if (skipped) {
+    std::string examples;
+    for (const auto& e : r.examples) examples += (examples.empty() ? "" : ", ") + e;
+    spdlog::warn("dataset root '{}': skipped {} symlink(s), {} special file(s), {} unreadable entr{} (e.g. {})", root,
+                 r.skipped_symlinks, r.skipped_special, r.unreadable, r.unreadable == 1 ? "y" : "ies", examples);
+  }
+  return m;
+}
+
+std::string_view Manifest::file_name(uint32_t f) const {
+  return std::string_view(names_).substr(file_name_off_[f], file_name_len_[f]);
+}
+
+std::string_view Manifest::dir_name(uint32_t d) const {
+  return std::string_view(names_).substr(dir_name_off_[d], dir_name_len_[d]);
+}
+
+std::string Manifest::dir_path(uint32_t d) const {
+  if (d == kRootDir) return "";
+  std::string parent = dir_path(dir_parent_[d]);
+  return parent.empty() ? std::string(dir_name(d)) : parent + "/" + std::string(dir_name(d));
+}
+
+std::string Manifest::file_path(uint32_t f) const {
+  std::string dir = dir_path(file_parent_[f]);
+  return dir.empty() ? std::string(file_name(f)) : dir + "/" + std::string(file_name(f));
+}
+
+uint32_t Manifest::file_at(uint64_t data_offset) const {
+  // The last file whose first byte is <= data_offset, skipping empty files:
+  // upper_bound finds the first file starting after the offset.
+  auto it = std::upper_bound(file_offset_.begin(), file_offset_.end() - 1, data_offset);
+  return static_cast<uint32_t>(it - file_offset_.begin()) - 1;
+}
+
+std::span<const uint32_t> Manifest::dir_files(uint32_t d) const {
+  return {dir_file_ids_.data() + dir_files_begin_[d], dir_files_begin_[d + 1] - dir_files_begin_[d]};
+}
+
+std::span<const uint32_t> Manifest::dir_subdirs(uint32_t d) const {
+  return {dir_subdir_ids_.data() + dir_subdirs_begin_[d], dir_subdirs_begin_[d + 1] - dir_subdirs_begin_[d]};
+}
+
+std::optional<uint32_t> Manifest::find_file(uint32_t d, std::string_view name) const {
+  auto ids = dir_files(d);
+  auto it = std::lower_bound(ids.begin(), ids.end(), name,
+                             [&](uint32_t f, std::string_view n) { return file_name(f) < n; });
+  if (it != ids.end() && file_name(*it) == name) return *it;
+  return std::nullopt;
+}
+
+std::optional<uint32_t> Manifest::find_subdir(uint32_t d, std::string_view name) const {
+  auto ids = dir_subdirs(d);
+  auto it = std::lower_bound(ids.begin(), ids.end(), name,
+                             [&](uint32_t s, std::string_view n) { return dir_name(s) < n; });
+  if (it != ids.end() && dir_name(*it) == name) return *it;
+  return std::nullopt;
+}
+
+SampleLocation Manifest::sample(uint64_t i) const {
+  if (options_.format == DatasetFormat::files) {
+    auto f = static_cast<uint32_t>(i);
+    return {f, 0, file_size(f)};
+  }
+  auto it = std::upper_bound(file_first_sample_.begin(), file_first_sample_.end(), i);
+  auto f = static_cast<uint32_t>(it - file_first_sample_.begin()) - 1;
+  return {f, options_.header_bytes + (i - file_first_sample_[f]) * options_.record_size, options_.record_size};
+}
+
+uint64_t Manifest::sample_data_offset(uint64_t i) const {
+  SampleLocation s = sample(i);
+  return file_offset_[s.file] + s.offset;
+}
+
+std::string Manifest::sample_name(uint64_t i) const {
+  SampleLocation s = sample(i);
+  if (options_.format == DatasetFormat::files) return file_path(s.file);
+  char idx[32];
+  std::snprintf(idx, sizeof idx, "#%06llu", static_cast<unsigned long long>(i - file_first_sample_[s.file]));
+  return file_path(s.file) + idx;
+}
+
+uint64_t Manifest::memory_bytes() const {
+  auto bytes = [](const auto& v) { return static_cast<uint64_t>(v.capacity() * sizeof(v[0])); };
+  return names_.capacity() + bytes(file_name_off_) + bytes(file_name_len_) + bytes(file_parent_) +
+         bytes(file_offset_) + bytes(file_mtime_ns_) + bytes(file_mode_) + bytes(file_first_sample_) +
+         bytes(dir_name_off_) + bytes(dir_name_len_) + bytes(dir_parent_) + bytes(dir_mtime_ns_) + bytes(dir_mode_) +
+         bytes(dir_files_begin_) + bytes(dir_file_ids_) + bytes(dir_subdirs_begin_) + bytes(dir_subdir_ids_) +
+         sizeof(Manifest);
+}
+
+}  // namespace dlfs::provenance

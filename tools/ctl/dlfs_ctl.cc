@@ -1,0 +1,113 @@
+// dlfs-ctl: administer the local dlfsd over its control socket.
+#include <glob.h>
+
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "common/control_protocol.h"
+#include "tools/ctl/render.h"
+
+namespace {
+
+constexpr int kOk = 0, kFailed = 1, kUsage = 2;
+
+constexpr const char* kDescription =
+    "dlfs-ctl: administer the DLFS daemon (dlfsd) on this machine.\n\n"
+    "Talks to dlfsd over its Unix control socket (mode 0600: root or the daemon's user).\n"
+    "The socket is found from --socket, else from --mount (/run/dlfs/<mountpoint>.sock),\n"
+    "else it is the only socket in /run/dlfs.\n"
+    "Exit codes: 0 ok, 1 the command failed (e.g. verify found a mismatch), 2 usage or connection error.";
+
+// Picks the socket: explicit, derived from the mountpoint, or the only one there is.
+dlfs::Result<std::string> find_socket(const std::string& socket, const std::string& mount) {
+  if (!socket.empty()) return socket;
+  if (!mount.empty()) return dlfs::default_control_socket(mount);
+  std::string dir = dlfs::default_control_dir();
+  glob_t g{};
+  std::vector<std::string> found;
+  if (::glob((dir + "/*.sock").c_str(), 0, nullptr, &g) == 0)
+    for (size_t i = 0; i < g.gl_pathc; ++i) found.emplace_back(g.gl_pathv[i]);
+  ::globfree(&g);
+  if (found.empty())
+    return dlfs::Status(ENOENT, "no dlfsd control socket found in " + dir + " (start dlfsd or pass --mount/--socket)");
+  if (found.size() > 1) {
+    std::string list;
+    for (const auto& f : found) list += "\n  " + f;
+    return dlfs::Status(EEXIST, "several dlfsd control sockets; pass --mount or --socket:" + list);
+  }
+  return found[0];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{kDescription, "dlfs-ctl"};
+  app.require_subcommand(1);
+  std::string socket, mount, dataset;
+  bool json_out = false;
+  double timeout_s = 30;
+  app.add_option("--socket", socket, "Control socket path");
+  app.add_option("--mount", mount, "Mountpoint of the daemon to talk to");
+  app.add_flag("--json", json_out, "Print the daemon's JSON answer (for scripts)");
+  app.add_option("--timeout", timeout_s, "Seconds to wait for an answer (verify: between progress lines)");
+  auto* status = app.add_subcommand("status", "Datasets, load progress and memory");
+  auto* stats = app.add_subcommand("stats", "Status plus bytes and requests served, memory vs backend, per view");
+  auto* verify = app.add_subcommand("verify", "Check that every resident extent equals the backend (xxh3)");
+  verify->add_option("--dataset", dataset, "Only this dataset");
+  auto* unmount = app.add_subcommand("unmount", "Unmount and stop the daemon, and wait until it is gone");
+  for (auto* sub : {status, stats, verify, unmount}) sub->fallthrough();
+  CLI11_PARSE(app, argc, argv);
+
+  auto path = find_socket(socket, mount);
+  if (!path) {
+    std::fprintf(stderr, "dlfs-ctl: %s\n", path.status().message().c_str());
+    return kUsage;
+  }
+  auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  std::string cmd = app.get_subcommands()[0]->get_name();
+  nlohmann::json request = {{"cmd", cmd}};
+  if (cmd == "verify" && !dataset.empty()) request["dataset"] = dataset;
+
+  auto on_progress = [&](const nlohmann::json& p) {
+    if (json_out) return;
+    std::fprintf(stderr, "verify %s: %llu/%llu extents\r", p.value("dataset", std::string("?")).c_str(),
+                 static_cast<unsigned long long>(p.value("extents_done", 0ull)),
+                 static_cast<unsigned long long>(p.value("extents_total", 0ull)));
+  };
+  auto result = dlfs::control_call(*path, request, on_progress, timeout);
+  if (cmd == "verify" && !json_out) std::fprintf(stderr, "\n");
+  if (!result) {
+    std::fprintf(stderr, "dlfs-ctl %s: %s\n", cmd.c_str(), result.status().message().c_str());
+    bool connection = result.status().message().rfind("cannot connect", 0) == 0;
+    return connection ? kUsage : kFailed;
+  }
+
+  if (cmd == "unmount") {
+    // The daemon unmounts after answering; wait until its socket stops answering.
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto again = dlfs::control_call(*path, {{"cmd", "status"}}, nullptr, std::chrono::milliseconds(1000));
+      if (!again) {
+        std::printf("unmounted%s\n", mount.empty() ? "" : (" " + mount).c_str());
+        return kOk;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    std::fprintf(stderr, "dlfs-ctl unmount: the daemon still answers after %.0f s\n", timeout_s);
+    return kFailed;
+  }
+  if (json_out) {
+    std::cout << result->dump(2) << "\n";
+  } else if (cmd == "status") {
+    std::cout << dlfs::ctl::render_status(*result);
+  } else if (cmd == "stats") {
+    std::cout << dlfs::ctl::render_stats(*result);
+  } else if (cmd == "verify") {
+    std::cout << dlfs::ctl::render_verify(*result);
+  }
+  if (cmd == "verify" && !result->value("ok", false)) return kFailed;
+  return kOk;
+}

@@ -1,0 +1,123 @@
+#include "tools/ctl/render.h"
+
+#include <cstdio>
+#include <sstream>
+#include <vector>
+
+#include "common/units.h"
+
+namespace dlfs::ctl {
+namespace {
+
+using nlohmann::json;
+
+template <typename T>
+T get(const json& j, const char* key, T fallback) {
+  return j.contains(key) && !j[key].is_null() ? j[key].get<T>() : fallback;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string duration(double s) {
+  if (s < 60) return fmt("%.0fs", s);
+  if (s < 3600) return fmt("%.0fm", s / 60);
+  return fmt("%.1fh", s / 3600);
+}
+
+// A table: columns sized to their widest cell, first column left-aligned.
+std::string table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> w;
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.size(); ++i) {
+      if (w.size() <= i) w.push_back(0);
+      w[i] = std::max(w[i], r[i].size());
+    }
+  std::ostringstream out;
+  for (const auto& r : rows) {
+    for (size_t i = 0; i < r.size(); ++i) {
+      std::string cell = r[i];
+      std::string pad(w[i] - cell.size(), ' ');
+      out << (i == 0 ? cell + pad : pad + cell) << (i + 1 < r.size() ? "  " : "");
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+std::string load_cell(const json& load) {
+  std::string state = get<std::string>(load, "state", "?");
+  auto total = get<uint64_t>(load, "bytes_total", 0), done = get<uint64_t>(load, "bytes_loaded", 0);
+  if (state == "done") return "done in " + duration(get<double>(load, "elapsed_s", 0));
+  if (state == "failed")
+    return "done, " + std::to_string(get<uint64_t>(load, "extents_failed", 0)) + " extents failed (read from backend)";
+  double pct = total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100;
+  return fmt("%.0f%%", pct) + " at " + format_rate(get<double>(load, "rate_bps", 0)) + ", ETA " +
+         duration(get<double>(load, "eta_s", 0));
+}
+
+}  // namespace
+
+std::string render_status(const json& s) {
+  std::ostringstream out;
+  out << "dlfsd " << get<std::string>(s, "version", "?") << " pid " << get<int>(s, "pid", 0) << " at "
+      << get<std::string>(s, "mountpoint", "?") << ", up " << duration(get<double>(s, "uptime_s", 0)) << "\n";
+  if (s.contains("memory")) {
+    const auto& m = s["memory"];
+    out << "memory: " << format_size(get<uint64_t>(m, "resident_bytes", 0)) << " resident of "
+        << format_size(get<uint64_t>(m, "capacity_bytes", 0)) << " mapped (budget "
+        << format_size(get<uint64_t>(m, "budget_bytes", 0)) << "), metadata "
+        << format_size(get<uint64_t>(m, "metadata_bytes", 0)) << " ("
+        << fmt("%.1f", get<double>(m, "metadata_bytes_per_sample", 0)) << " B/sample), RSS "
+        << format_size(get<uint64_t>(m, "rss_bytes", 0)) << "\n";
+  }
+  std::vector<std::vector<std::string>> rows = {{"DATASET", "FORMAT", "SAMPLES", "SIZE", "RESIDENT", "LOAD"}};
+  for (const auto& d : s.value("datasets", json::array()))
+    rows.push_back({get<std::string>(d, "name", "?"), get<std::string>(d, "format", "?"),
+                    std::to_string(get<uint64_t>(d, "samples", 0)), format_size(get<uint64_t>(d, "total_bytes", 0)),
+                    format_size(get<uint64_t>(d, "resident_bytes", 0)), load_cell(d.value("load", json::object()))});
+  out << table(rows);
+  return out.str();
+}
+
+std::string render_stats(const json& s) {
+  std::ostringstream out;
+  out << render_status(s) << "\n";
+  std::vector<std::vector<std::string>> rows = {
+      {"DATASET", "VIEW", "OPENS", "REQUESTS", "BYTES", "FROM MEMORY", "FROM BACKEND"}};
+  for (const auto& d : s.value("datasets", json::array())) {
+    json served = d.value("served", json::object());
+    for (const auto& [view, c] : d.value("views", json::object()).items())
+      rows.push_back({get<std::string>(d, "name", "?"), view, std::to_string(get<uint64_t>(c, "opens", 0)),
+                      std::to_string(get<uint64_t>(c, "requests", 0)), format_size(get<uint64_t>(c, "bytes", 0)),
+                      format_size(get<uint64_t>(served, "bytes_from_memory", 0)),
+                      format_size(get<uint64_t>(served, "bytes_from_backend", 0))});
+  }
+  out << table(rows);
+  return out.str();
+}
+
+std::string render_verify(const json& r) {
+  std::ostringstream out;
+  for (const auto& d : r.value("datasets", json::array())) {
+    std::string name = get<std::string>(d, "name", "?");
+    if (get<bool>(d, "ok", false)) {
+      out << "ok: " << name << ": " << get<uint64_t>(d, "extents_checked", 0) << " extents, "
+          << format_size(get<uint64_t>(d, "bytes_checked", 0)) << " checked in "
+          << fmt("%.2f", get<double>(d, "seconds", 0)) << "s";
+      if (auto skipped = get<uint64_t>(d, "extents_skipped", 0)) out << " (" << skipped << " not resident, skipped)";
+      out << "\n";
+    } else {
+      out << "MISMATCH: " << name << ":\n";
+      for (const auto& m : d.value("mismatches", json::array()))
+        out << "  extent " << get<uint64_t>(m, "extent", 0) << " (bytes " << get<uint64_t>(m, "data_offset", 0)
+            << " +" << get<uint64_t>(m, "length", 0) << "): " << get<std::string>(m, "what", "?") << "\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace dlfs::ctl

@@ -1,0 +1,14 @@
+// Human-readable rendering of the daemon's JSON answers for dlfs-ctl.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace dlfs::ctl {
+
+std::string render_status(const nlohmann::json& status);
+std::string render_stats(const nlohmann::json& stats);   // status plus served bytes and views
+std::string render_verify(const nlohmann::json& result);
+
+}  // namespace dlfs::ctl
