@@ -95,6 +95,11 @@ int Daemon::run() {
     spdlog::error("cannot create the FUSE session (see the message above)");
     return 1;
   }
+  // A shell starts background jobs with SIGINT ignored, and libfuse only
+  // installs its handlers over default dispositions: restore them so that
+  // SIGTERM and SIGINT always mean "unmount and exit".
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
   if (fuse_set_signal_handlers(session_) != 0) {
     spdlog::error("cannot install signal handlers");
     fuse_session_destroy(session_);

@@ -65,6 +65,7 @@ void guarded(fuse_req_t req, const char* op, F&& body) {
 void op_init(void* userdata, fuse_conn_info* conn) {
   (void)userdata;
   // 1 MiB requests: the largest libfuse 3.14 allows.
+  conn->max_read = kMiB;  // must match the max_read mount option
   conn->max_readahead = kMiB;
   conn->max_write = kMiB;  // also sets the kernel's max_pages, which bounds read requests
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;

@@ -6,8 +6,8 @@ require_fuse
 "$PYTHON" "$GEN_DATASET" files "$WORK/data" --count 20 --size 4K --dirs 2 --seed 3 >/dev/null
 start_daemon "$WORK/mnt" "$WORK/dlfsd.log" --backend "$WORK/data" --name ds
 raw="$WORK/mnt/ds/raw"
-f=$(cd "$raw" && find . -type f | LC_ALL=C sort | head -1)
-d=$(cd "$raw" && find . -mindepth 1 -type d | LC_ALL=C sort | head -1)
+f=$(cd "$raw" && find . -type f | LC_ALL=C sort | sed -n 1p)
+d=$(cd "$raw" && find . -mindepth 1 -type d | LC_ALL=C sort | sed -n 1p)
 sum_before=$(sha256sum "$WORK/data/$f" | cut -d' ' -f1)
 
 expect_erofs() {

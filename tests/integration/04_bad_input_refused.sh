@@ -10,12 +10,13 @@ mkdir -p "$WORK/mnt" "$WORK/full"; : >"$WORK/full/something"; : >"$WORK/a_file"
 # expect_refused "what" "text expected in stderr" dlfsd-args...
 expect_refused() {
   local what=$1 expected=$2; shift 2
-  local rc=0 out
+  local rc=0 out mounts_before
+  mounts_before=$(grep -c "$WORK" /proc/mounts || true)
   out=$(timeout 30 "$DLFSD" --control-socket "$WORK/ctl.sock" "$@" 2>&1) || rc=$?
   [ "$rc" -ne 0 ] || fail "$what: dlfsd exited 0"
   [ "$rc" -ne 124 ] || fail "$what: dlfsd hung"
   echo "$out" | grep -qF -- "$expected" || fail "$what: expected '$expected' in: $out"
-  if grep -q "fuse.dlfs" /proc/mounts && grep "fuse.dlfs" /proc/mounts | grep -q "$WORK"; then fail "$what: left a mount"; fi
+  [ "$(grep -c "$WORK" /proc/mounts || true)" = "$mounts_before" ] || fail "$what: left a mount"
   log "refused as expected ($what): $(echo "$out" | tail -1)"
 }
 
@@ -26,7 +27,7 @@ expect_refused "mountpoint not empty" "is not empty" --mountpoint "$WORK/full" -
 expect_refused "missing backend" "$WORK/missing" --mountpoint "$WORK/mnt" --backend "$WORK/missing"
 expect_refused "backend is a file" "not a directory" --mountpoint "$WORK/mnt" --backend "$WORK/a_file"
 expect_refused "no mountpoint" "no mountpoint" --backend "$WORK/data"
-expect_refused "bad size" "--memory-budget" --mountpoint "$WORK/mnt" --backend "$WORK/data" --memory-budget 12parsecs
+expect_refused "bad size" "memory budget: size '12parsecs'" --mountpoint "$WORK/mnt" --backend "$WORK/data" --memory-budget 12parsecs
 expect_refused "fixed without record size" "record_size" --mountpoint "$WORK/mnt" --backend "$WORK/data" --format fixed
 expect_refused "records do not divide" "not" --mountpoint "$WORK/mnt" --backend "$WORK/data" --format fixed --record-size 3000
 

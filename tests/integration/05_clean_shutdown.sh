@@ -9,16 +9,16 @@ require_fuse
 for how in TERM INT ctl; do
   mnt="$WORK/mnt-$how"
   start_daemon "$mnt" "$WORK/dlfsd-$how.log" --backend "$WORK/data" --name ds --loader-threads 1 --extent-size 256KiB
-  f=$(cd "$mnt/ds/raw" && find . -type f | head -1)
+  f=$(cd "$mnt/ds/raw" && find . -type f -print -quit)
   cat "$mnt/ds/raw/$f" >/dev/null
   exec 9<"$mnt/ds/raw/$f"   # a reader keeps a file open across the stop
   case $how in
     ctl) "$DLFS_CTL" --socket "$(ctl_socket "$mnt")" unmount >"$WORK/ctl.out" 2>&1 || { cat "$WORK/ctl.out"; fail "dlfs-ctl unmount failed"; }
-         rc=0; wait "$DAEMON_PID" || rc=$?
-         [ "$rc" -eq 0 ] || fail "dlfsd exited $rc after dlfs-ctl unmount" ;;
+         wait_exit "$DAEMON_PID"
+         [ "$WAIT_RC" -eq 0 ] || fail "dlfsd exited $WAIT_RC after dlfs-ctl unmount" ;;
     *)   kill "-$how" "$DAEMON_PID"
-         rc=0; wait "$DAEMON_PID" || rc=$?
-         [ "$rc" -eq 0 ] || fail "dlfsd exited $rc after SIG$how" ;;
+         wait_exit "$DAEMON_PID"
+         [ "$WAIT_RC" -eq 0 ] || fail "dlfsd exited $WAIT_RC after SIG$how" ;;
   esac
   exec 9<&-
   grep -q " $mnt fuse" /proc/mounts && fail "$mnt still mounted after $how"

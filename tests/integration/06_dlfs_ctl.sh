@@ -14,7 +14,7 @@ ctl() { "$DLFS_CTL" --socket "$sock" "$@"; }
 ctl status | tee "$WORK/status.txt"
 grep -q "ds" "$WORK/status.txt" || fail "status does not list the dataset"
 ctl status --json | "$PYTHON" -c 'import json,sys; s=json.load(sys.stdin); assert s["datasets"][0]["name"]=="ds"; assert s["datasets"][0]["load"]["state"]=="done"'
-cat "$WORK/mnt/ds/raw/$(cd "$WORK/data" && find . -type f | head -1)" >/dev/null
+cat "$WORK/mnt/ds/raw/$(cd "$WORK/data" && find . -type f -print -quit)" >/dev/null
 ctl stats --json | "$PYTHON" -c '
 import json,sys
 s=json.load(sys.stdin); d=s["datasets"][0]

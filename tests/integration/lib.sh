@@ -80,12 +80,32 @@ PY
   fail "load did not finish within 60 s"
 }
 
-# stop_daemon PID MNT: SIGTERM, then the process must exit 0 and the mount go.
+# wait_exit PID [SECONDS]: waits for a child, leaving its exit code in
+# WAIT_RC; a child still running after SECONDS (default 30) is killed (137).
+# (Not usable in $(...): only this shell can wait for its children.)
+wait_exit() {
+  local pid=$1 secs=${2:-30} i state
+  for ((i = 0; i < secs * 10; i++)); do
+    state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || echo gone)
+    [ "$state" = Z ] || [ "$state" = gone ] && break
+    sleep 0.1
+  done
+  state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || echo gone)
+  if [ "$state" != Z ] && [ "$state" != gone ]; then
+    echo "process $pid still running after ${secs}s: killing it" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  WAIT_RC=0
+  wait "$pid" || WAIT_RC=$?
+}
+
+# stop_daemon PID MNT: SIGTERM, then the process must exit 0 (within 30 s)
+# and the mount go.
 stop_daemon() {
-  local pid=$1 mnt=$2 rc=0
+  local pid=$1 mnt=$2
   kill -TERM "$pid"
-  wait "$pid" || rc=$?
-  [ "$rc" -eq 0 ] || fail "dlfsd exited with $rc after SIGTERM"
+  wait_exit "$pid"
+  [ "$WAIT_RC" -eq 0 ] || fail "dlfsd exited with $WAIT_RC after SIGTERM"
   if grep -q " $mnt fuse" /proc/mounts; then fail "$mnt still mounted after dlfsd exited"; fi
 }
 

@@ -75,7 +75,8 @@ std::string render_status(const json& s) {
         << format_size(get<uint64_t>(m, "rss_bytes", 0)) << "\n";
   }
   std::vector<std::vector<std::string>> rows = {{"DATASET", "FORMAT", "SAMPLES", "SIZE", "RESIDENT", "LOAD"}};
-  for (const auto& d : s.value("datasets", json::array()))
+  json datasets = s.value("datasets", json::array());
+  for (const auto& d : datasets)
     rows.push_back({get<std::string>(d, "name", "?"), get<std::string>(d, "format", "?"),
                     std::to_string(get<uint64_t>(d, "samples", 0)), format_size(get<uint64_t>(d, "total_bytes", 0)),
                     format_size(get<uint64_t>(d, "resident_bytes", 0)), load_cell(d.value("load", json::object()))});
@@ -88,9 +89,11 @@ std::string render_stats(const json& s) {
   out << render_status(s) << "\n";
   std::vector<std::vector<std::string>> rows = {
       {"DATASET", "VIEW", "OPENS", "REQUESTS", "BYTES", "FROM MEMORY", "FROM BACKEND"}};
-  for (const auto& d : s.value("datasets", json::array())) {
+  json datasets = s.value("datasets", json::array());
+  for (const auto& d : datasets) {
     json served = d.value("served", json::object());
-    for (const auto& [view, c] : d.value("views", json::object()).items())
+    json views = d.value("views", json::object());  // items() must not outlive it
+    for (const auto& [view, c] : views.items())
       rows.push_back({get<std::string>(d, "name", "?"), view, std::to_string(get<uint64_t>(c, "opens", 0)),
                       std::to_string(get<uint64_t>(c, "requests", 0)), format_size(get<uint64_t>(c, "bytes", 0)),
                       format_size(get<uint64_t>(served, "bytes_from_memory", 0)),
@@ -102,7 +105,8 @@ std::string render_stats(const json& s) {
 
 std::string render_verify(const json& r) {
   std::ostringstream out;
-  for (const auto& d : r.value("datasets", json::array())) {
+  json datasets = r.value("datasets", json::array());
+  for (const auto& d : datasets) {
     std::string name = get<std::string>(d, "name", "?");
     if (get<bool>(d, "ok", false)) {
       out << "ok: " << name << ": " << get<uint64_t>(d, "extents_checked", 0) << " extents, "
@@ -112,7 +116,8 @@ std::string render_verify(const json& r) {
       out << "\n";
     } else {
       out << "MISMATCH: " << name << ":\n";
-      for (const auto& m : d.value("mismatches", json::array()))
+      json mismatches = d.value("mismatches", json::array());
+      for (const auto& m : mismatches)
         out << "  extent " << get<uint64_t>(m, "extent", 0) << " (bytes " << get<uint64_t>(m, "data_offset", 0)
             << " +" << get<uint64_t>(m, "length", 0) << "): " << get<std::string>(m, "what", "?") << "\n";
     }
