@@ -1,6 +1,6 @@
 // DaemonConfig: everything dlfsd is told, from a TOML file and/or flags.
 //
-// The TOML layout (all keys optional except as noted; docs/configuration.md):
+// The TOML layout (all keys optional except as noted; README.md, Configuration):
 //
 //   [daemon]  mountpoint (required), control_socket, log_level, fuse_threads,
 //             allow_other, entry_timeout_s, attr_timeout_s

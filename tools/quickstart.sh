@@ -27,14 +27,14 @@ meson compile -C build
 data=$work/sample
 mnt=$work/mnt
 mkdir -p "$work" "$mnt"
-if [ ! -f "$data/.complete-$size-$file_size" ]; then
+if [ ! -f "$work/.sample-complete-$size-$file_size" ]; then
   rm -rf "$data"
   count=$(/usr/bin/python3 -c "import sys
 units={'K':1<<10,'M':1<<20,'G':1<<30}
 def b(s): return int(float(s[:-1])*units[s[-1]]) if s[-1] in units else int(s)
 print(max(1, b('$size')//b('$file_size')))")
   /usr/bin/python3 tools/gen_dataset.py files "$data" --count "$count" --size "$file_size" --dirs 16 --seed 1
-  touch "$data/.complete-$size-$file_size"
+  touch "$work/.sample-complete-$size-$file_size"
 fi
 
 sock=$work/dlfsd.sock
@@ -60,7 +60,7 @@ read_tree() {
   /usr/bin/python3 - "$1" <<'PY'
 import os, sys, time
 root = sys.argv[1]
-paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if not f.startswith(".complete"))
+paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)
 buf = bytearray(1 << 20)
 t0 = time.perf_counter(); total = 0
 for p in paths:
