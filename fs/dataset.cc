@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <chrono>
+
 #include <spdlog/spdlog.h>
 
 #include "common/units.h"
@@ -12,11 +14,14 @@ Result<std::unique_ptr<Dataset>> Dataset::open(const DatasetConfig& config, uint
                                                const DaemonConfig& daemon) {
   const std::string what = "dataset '" + config.name + "'";
   provenance::ScanReport report;
+  auto scan_start = std::chrono::steady_clock::now();
   auto manifest = provenance::Manifest::build(config.backend, config.format, &report);
   if (!manifest) return manifest.status().with_context(what);
+  double scan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - scan_start).count();
 
   std::unique_ptr<Dataset> ds(new Dataset(config, std::move(manifest).value()));
   ds->scan_report_ = std::move(report);
+  ds->scan_seconds_ = scan_s;
   struct stat st {};
   if (::stat(config.backend.c_str(), &st) == 0)
     ds->root_mtime_ns_ = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
@@ -40,10 +45,11 @@ Result<std::unique_ptr<Dataset>> Dataset::open(const DatasetConfig& config, uint
   ds->source_ = std::make_unique<cache::ByteSource>(*ds->buffer_, *ds->backend_);
 
   const auto& m = ds->manifest_;
-  spdlog::info("[{}] {} format, {} samples in {} files, {} ({} fit the memory budget of {})", config.name,
-               provenance::format_name(config.format.format), m.sample_count(), m.file_count(),
-               format_size(m.total_bytes()), format_size(ds->buffer_->capacity_bytes()),
-               format_size(memory_budget));
+  spdlog::info("[{}] {} format, {} samples in {} files, {} ({} fit the memory budget of {}); scanned in {:.2f}s, "
+               "{:.1f} bytes of metadata per sample",
+               config.name, provenance::format_name(config.format.format), m.sample_count(), m.file_count(),
+               format_size(m.total_bytes()), format_size(ds->buffer_->capacity_bytes()), format_size(memory_budget),
+               scan_s, m.sample_count() ? static_cast<double>(ds->metadata_bytes()) / m.sample_count() : 0.0);
   return ds;
 }
 

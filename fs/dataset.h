@@ -42,6 +42,7 @@ class Dataset {
   const cache::ByteSource& source() const { return *source_; }
   cache::LoadProgress load_progress() const { return loader_->progress(); }
   int64_t root_mtime_ns() const { return root_mtime_ns_; }
+  double scan_seconds() const { return scan_seconds_; }  // time to build the manifest
 
   void start_loading() { loader_->start(); }
   void stop_loading() { loader_->stop(); }
@@ -56,6 +57,7 @@ class Dataset {
   provenance::Manifest manifest_;
   provenance::ScanReport scan_report_;
   int64_t root_mtime_ns_ = 0;
+  double scan_seconds_ = 0;
   std::unique_ptr<cache::BackendReader> backend_;
   std::unique_ptr<cache::StorageBuffer> buffer_;
   std::unique_ptr<cache::Loader> loader_;

@@ -42,6 +42,7 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed) {
       {"resident_bytes", d.buffer().resident_bytes()},
       {"capacity_bytes", d.buffer().capacity_bytes()},
       {"metadata_bytes", d.metadata_bytes()},
+      {"scan_s", d.scan_seconds()},
       {"skipped", {{"symlinks", sr.skipped_symlinks}, {"special", sr.skipped_special}, {"unreadable", sr.unreadable}}},
       {"load", load_json(d.load_progress())},
   };
