@@ -1,5 +1,6 @@
 #include "fs/daemon.h"
 
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -66,6 +67,10 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config) {
     left -= std::min(left, (*ds)->buffer().capacity_bytes());
     d->datasets_.push_back(std::move(ds).value());
   }
+
+  // The scans' temporaries (full paths of every file) are freed by now; give
+  // that heap back so RSS shows what the daemon really keeps.
+  ::malloc_trim(0);
 
   d->namespace_ = std::make_unique<Namespace>(
       d->datasets_, [raw = d.get()] { return raw->snapshot(true).dump(2) + "\n"; }, now_ns(), ::geteuid(),

@@ -77,6 +77,7 @@ nlohmann::json build_stats(const DaemonFacts& facts, const std::vector<std::uniq
     samples += d->manifest().sample_count();
     list.push_back(dataset_json(*d, detailed));
   }
+  const uint64_t rss = process_rss_bytes();
   return {{"version", facts.version},
           {"pid", facts.pid},
           {"mountpoint", facts.mountpoint},
@@ -87,7 +88,11 @@ nlohmann::json build_stats(const DaemonFacts& facts, const std::vector<std::uniq
             {"budget_bytes", facts.budget_bytes},
             {"metadata_bytes", metadata},
             {"metadata_bytes_per_sample", samples ? static_cast<double>(metadata) / static_cast<double>(samples) : 0.0},
-            {"rss_bytes", process_rss_bytes()}}},
+            {"rss_bytes", rss},
+            // Everything the process holds beyond the dataset bytes in memory.
+            {"rss_beyond_resident_bytes", rss > resident ? rss - resident : 0},
+            {"rss_beyond_resident_per_sample",
+             samples && rss > resident ? static_cast<double>(rss - resident) / static_cast<double>(samples) : 0.0}}},
           {"datasets", list}};
 }
 
