@@ -9,6 +9,7 @@ require_fuse
 mkdir -p "$WORK/data/empty_dir"; : >"$WORK/data/zero_length"
 start_daemon "$WORK/mnt" "$WORK/dlfsd.log" --backend "$WORK/data" --name ds --extent-size 1MiB --loader-threads 2
 
+fds_before=$(ls /proc/"$DAEMON_PID"/fd | wc -l)
 log "reading every file while loading"
 same_tree "$WORK/data" "$WORK/mnt/ds/raw"
 wait_loaded "$WORK/mnt"
@@ -16,6 +17,9 @@ log "reading every file once resident"
 same_tree "$WORK/data" "$WORK/mnt/ds/raw"
 
 [ -d "$WORK/mnt/ds/raw/empty_dir" ] || fail "empty directory missing"
+# Thousands of opens and backend reads later, the daemon holds no more fds.
+fds_after=$(ls /proc/"$DAEMON_PID"/fd | wc -l)
+[ "$fds_after" -le "$((fds_before + 2))" ] || fail "dlfsd fds grew from $fds_before to $fds_after (leak)"
 # size, permission bits without write, mtime
 "$PYTHON" - "$WORK/data" "$WORK/mnt/ds/raw" <<'PY'
 import os, stat, sys
