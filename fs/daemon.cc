@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <ctime>
+#include <thread>
 
 #include <fuse_lowlevel.h>
 #include <spdlog/spdlog.h>
@@ -14,6 +15,7 @@
 #include "common/units.h"
 #include "fs/control_server.h"
 #include "fs/mountpoint_check.h"
+#include "fs/readahead.h"
 #include "fs/stats.h"
 
 #ifndef DLFS_VERSION
@@ -122,6 +124,12 @@ int Daemon::run() {
     return 1;
   }
   for (auto& d : datasets_) d->start_loading();
+  // Raise the kernel's readahead window once INIT is done (needs the session
+  // loop running to answer the stat, hence a thread).
+  std::thread tune([this] {
+    Status s = set_mount_readahead(config_.mountpoint, 1024);
+    if (!s) spdlog::warn("reads stay at the kernel's default request size (128 KiB): {}", s.message());
+  });
   spdlog::info("mounted at {} ({} dataset{}), control socket {}", config_.mountpoint, datasets_.size(),
                datasets_.size() == 1 ? "" : "s", config_.control_socket);
 
@@ -131,6 +139,7 @@ int Daemon::run() {
   fuse_loop_cfg_set_idle_threads(loop, std::max(2u, config_.fuse_threads / 2));
   int rc = fuse_session_loop_mt(session_, loop);
   fuse_loop_cfg_destroy(loop);
+  tune.join();
 
   spdlog::info("unmounting {}", config_.mountpoint);
   for (auto& d : datasets_) d->stop_loading();

@@ -7,6 +7,7 @@ require_fuse
 
 "$PYTHON" "$GEN_DATASET" files "$WORK/data" --count 3000 --size 40K --size-jitter 0.9 --dirs 7 --seed 1 >/dev/null
 mkdir -p "$WORK/data/empty_dir"; : >"$WORK/data/zero_length"
+head -c $((16 << 20)) /dev/urandom >"$WORK/data/big_16MiB"
 start_daemon "$WORK/mnt" "$WORK/dlfsd.log" --backend "$WORK/data" --name ds --extent-size 1MiB --loader-threads 2
 
 fds_before=$(ls /proc/"$DAEMON_PID"/fd | wc -l)
@@ -56,6 +57,16 @@ before=$(stat_field "$WORK/mnt" 's["datasets"][0]["served"]["bytes_from_backend"
 same_tree "$WORK/data" "$WORK/mnt/ds/raw"
 after=$(stat_field "$WORK/mnt" 's["datasets"][0]["served"]["bytes_from_backend"]')
 [ "$before" = "$after" ] || fail "resident reads went to the backend ($before -> $after bytes)"
+
+# 1 MiB FUSE requests: a cold sequential read of 16 MiB takes about 16 of them
+# (the kernel's default readahead window would make it 128).
+sync; echo 3 >/proc/sys/vm/drop_caches
+req_before=$(stat_field "$WORK/mnt" 's["datasets"][0]["views"]["raw"]["requests"]')
+dd if="$WORK/mnt/ds/raw/big_16MiB" of=/dev/null bs=1M status=none
+req_after=$(stat_field "$WORK/mnt" 's["datasets"][0]["views"]["raw"]["requests"]')
+requests=$((req_after - req_before))
+log "16 MiB read in $requests FUSE requests"
+[ "$requests" -ge 16 ] && [ "$requests" -le 20 ] || fail "expected ~16 requests of 1 MiB, got $requests"
 
 stop_daemon "$DAEMON_PID" "$WORK/mnt"
 log "ok"
