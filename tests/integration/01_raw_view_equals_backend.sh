@@ -67,6 +67,10 @@ req_after=$(stat_field "$WORK/mnt" 's["datasets"][0]["views"]["raw"]["requests"]
 requests=$((req_after - req_before))
 log "16 MiB read in $requests FUSE requests"
 [ "$requests" -ge 16 ] && [ "$requests" -le 20 ] || fail "expected ~16 requests of 1 MiB, got $requests"
+# keep_cache: a second open and read is served by the kernel page cache.
+dd if="$WORK/mnt/ds/raw/big_16MiB" of=/dev/null bs=1M status=none
+req_again=$(stat_field "$WORK/mnt" 's["datasets"][0]["views"]["raw"]["requests"]')
+[ "$req_again" = "$req_after" ] || fail "second read reached the daemon ($((req_again - req_after)) requests)"
 
 stop_daemon "$DAEMON_PID" "$WORK/mnt"
 log "ok"
