@@ -10,6 +10,7 @@
 // usage: dlfs-bench-ceiling --files N --file-size BYTES [--dirs D] MOUNTPOINT
 #include <fuse_lowlevel.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -19,6 +20,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <algorithm>
 #include <vector>
 
 namespace {
@@ -29,7 +31,7 @@ constexpr double kTimeout = 3600;
 // Inodes: 1 root, 2..D+1 directories, then files.
 struct Tree {
   uint64_t files = 0, file_size = 0, dirs = 1;
-  std::vector<char> data;  // the bytes of every file
+  char* data = nullptr;  // file f is data[f * file_size, (f + 1) * file_size)
   uint64_t dir_ino(uint64_t d) const { return 2 + d; }
   uint64_t file_ino(uint64_t f) const { return 2 + dirs + f; }
   bool is_dir(uint64_t ino) const { return ino >= 2 && ino < 2 + dirs; }
@@ -133,10 +135,11 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fuse_reply_open(req, fi);
 }
 
-void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info*) {
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
   auto o = static_cast<uint64_t>(off);
   if (o >= g_tree.file_size) return static_cast<void>(fuse_reply_buf(req, nullptr, 0));
-  fuse_reply_buf(req, g_tree.data.data() + o, std::min<uint64_t>(size, g_tree.file_size - o));
+  const char* file = g_tree.data + (ino - g_tree.file_ino(0)) * g_tree.file_size;
+  fuse_reply_buf(req, file + o, std::min<uint64_t>(size, g_tree.file_size - o));
 }
 
 void op_statfs(fuse_req_t req, fuse_ino_t) {
@@ -197,8 +200,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dlfs-bench-ceiling: need --files N and a MOUNTPOINT (see --help)\n");
     return 2;
   }
-  g_tree.data.resize(g_tree.file_size);
-  for (size_t i = 0; i < g_tree.data.size(); ++i) g_tree.data[i] = static_cast<char>(i * 131 + 7);
+  // Mapped like dlfsd's storage buffer (anonymous, transparent huge pages
+  // advised), and every page touched before serving, as a loaded dataset is.
+  const size_t bytes = std::max<uint64_t>(1, g_tree.files * g_tree.file_size);
+  void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mem == MAP_FAILED) {
+    std::perror("dlfs-bench-ceiling: mmap");
+    return 1;
+  }
+  ::madvise(mem, bytes, MADV_HUGEPAGE);
+  g_tree.data = static_cast<char*>(mem);
+  for (size_t i = 0; i < bytes; i += 64) g_tree.data[i] = static_cast<char>(i * 131 + 7);
 
   fuse_lowlevel_ops ops{};
   ops.init = op_init;

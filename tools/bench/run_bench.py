@@ -6,7 +6,8 @@ in one run, with ratios. Every figure printed is measured in this run.
 Cold = `echo 3 > /proc/sys/vm/drop_caches` before the run (evicts the backend's
 and the FUSE mounts' page cache and dentries); warm = the same run repeated at
 once (kernel page cache). Cold runs are repeated --repeat times, targets
-interleaved so that drift hits all alike, and the median is reported.
+interleaved in a rotating order so that drift hits all alike, and the median
+is reported.
 
 usage: run_bench.py [--build DIR] [--workdir DIR] [--size 2G] [--file-size 256K]
                     [--jobs 1,2] [--repeat 3] [--runtime 5] [--metadata-files 50000]
@@ -36,10 +37,17 @@ def log(msg):
     print(f"[bench] {msg}", flush=True)
 
 
+SETTLE_S = 2.0  # seconds to wait after dropping caches (0.2 in --quick)
+
+
 def drop_caches():
     subprocess.run(["sync"], check=True)
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3\n")
+    # Freeing gigabytes of page cache leaves the kernel busy for a moment
+    # (measured here: whichever target ran right after the backend's cache
+    # was dropped used twice the CPU); let it settle before measuring.
+    time.sleep(SETTLE_S)
 
 
 class Daemons:
@@ -92,8 +100,11 @@ def dlfs_stats(mnt):
 
 def fio(directory, rw, bs, jobs, runtime, out_json):
     """One fio run over every file under `directory`; returns aggregate bytes/s."""
+    # invalidate=0: fio would otherwise drop each file's page cache before
+    # reading it, and no run would ever be warm; cold comes from drop_caches.
     cmd = ["fio", "--name=bench", "--ioengine=psync", f"--rw={rw}", f"--bs={bs}", f"--opendir={directory}",
-           f"--numjobs={jobs}", "--group_reporting", "--output-format=json", f"--output={out_json}"]
+           f"--numjobs={jobs}", "--invalidate=0", "--group_reporting", "--output-format=json",
+           f"--output={out_json}"]
     if rw == "randread":
         cmd += ["--time_based", f"--runtime={runtime}", "--norandommap"]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -163,7 +174,8 @@ def main():
     ap.add_argument("--size", type=size_arg, default=2 << 30, help="dataset bytes (default 2G)")
     ap.add_argument("--file-size", type=size_arg, default=256 << 10, help="bytes per file (default 256K)")
     ap.add_argument("--jobs", default="1,2", help="fio numjobs values, comma-separated")
-    ap.add_argument("--repeat", type=int, default=3, help="cold runs per figure (median)")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="cold runs per figure (median); multiples of 3 give every target every position")
     ap.add_argument("--runtime", type=int, default=5, help="seconds per random-read run")
     ap.add_argument("--metadata-files", type=int, default=50000, help="files of 3 KiB for the find+stat test")
     ap.add_argument("--quick", action="store_true", help="tiny smoke run (CI): 64 MiB, 2000 metadata files")
@@ -172,6 +184,8 @@ def main():
     a = ap.parse_args()
     if a.quick:
         a.size, a.metadata_files, a.repeat, a.runtime, a.jobs = 64 << 20, 2000, 1, 1, "1"
+        global SETTLE_S
+        SETTLE_S = 0.2
     if os.geteuid() != 0:
         sys.exit("run_bench.py: needs root (FUSE mounts, drop_caches)")
     for tool in ("fio", "fusermount3"):
@@ -212,7 +226,9 @@ def main():
                 cold = {t: [] for t, _ in targets}
                 warm = {}
                 for r in range(a.repeat):
-                    for t, d in targets:
+                    # Rotate the order each repeat: no target always runs
+                    # right after another one's cache was dropped.
+                    for t, d in targets[r % 3:] + targets[:r % 3]:
                         drop_caches()
                         cold[t].append(fio(d, rw, bs, nj, a.runtime, fio_json))
                         if r == a.repeat - 1:
