@@ -139,11 +139,13 @@ int Daemon::run() {
   fuse_loop_cfg_set_idle_threads(loop, std::max(2u, config_.fuse_threads / 2));
   int rc = fuse_session_loop_mt(session_, loop);
   fuse_loop_cfg_destroy(loop);
-  tune.join();
 
   spdlog::info("unmounting {}", config_.mountpoint);
   for (auto& d : datasets_) d->stop_loading();
   fuse_session_unmount(session_);
+  // After the unmount: a stat() still waiting on the mount (a stop before
+  // INIT was answered) now fails instead of blocking this join forever.
+  tune.join();
   fuse_remove_signal_handlers(session_);
   fuse_session_destroy(session_);
   session_ = nullptr;
