@@ -177,7 +177,13 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
       spdlog::warn("read of inode {} at {} (+{}): {}", ino, off, size, s.message());
       return static_cast<void>(fuse_reply_err(req, s.err()));
     }
-    fuse_reply_iov(req, gather.iov(), static_cast<int>(gather.count()));
+    // One contiguous run (the common case: a file inside resident memory):
+    // fuse_reply_buf sends it without the iovec array fuse_reply_iov
+    // allocates and copies for every reply.
+    if (gather.count() == 1)
+      fuse_reply_buf(req, static_cast<const char*>(gather.iov()[0].iov_base), gather.iov()[0].iov_len);
+    else
+      fuse_reply_iov(req, gather.iov(), static_cast<int>(gather.count()));
   });
 }
 
