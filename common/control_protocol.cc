@@ -47,6 +47,8 @@ Status read_line(int fd, std::string& pending, std::string& line, std::chrono::m
   auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     if (size_t nl = pending.find('\n'); nl != std::string::npos) {
+      if (nl > max_bytes)
+        return Status(EMSGSIZE, "control message longer than " + std::to_string(max_bytes) + " bytes");
       line = pending.substr(0, nl);
       pending.erase(0, nl + 1);
       return Status::ok();
@@ -96,8 +98,13 @@ Result<nlohmann::json> control_call(const std::string& socket_path, const nlohma
       if (on_progress) on_progress(msg["progress"]);
       continue;
     }
-    if (msg.value("ok", false)) return msg.contains("result") ? msg["result"] : nlohmann::json::object();
-    return Status(msg.value("errno", EIO), msg.value("error", std::string("unknown error from dlfsd")));
+    // Check types before reading: value() throws on a wrongly typed field.
+    if (auto ok = msg.find("ok"); ok != msg.end() && ok->is_boolean() && ok->get<bool>())
+      return msg.contains("result") ? msg["result"] : nlohmann::json::object();
+    auto en = msg.find("errno"), er = msg.find("error");
+    int err = en != msg.end() && en->is_number_integer() && en->get<int>() > 0 ? en->get<int>() : EIO;
+    return Status(err, er != msg.end() && er->is_string() ? er->get<std::string>()
+                                                          : "unexpected reply from dlfsd: " + line.substr(0, 200));
   }
 }
 
