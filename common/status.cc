@@ -5,7 +5,7 @@
 namespace dlfs {
 
 Status Status::from_errno(int err, const std::string& what) {
-  return Status(err == 0 ? EIO : err, what + ": " + std::strerror(err));
+  return Status(err == 0 ? EIO : err, what + ": " + std::strerror(err == 0 ? EIO : err));
 }
 
 }  // namespace dlfs

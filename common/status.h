@@ -43,7 +43,9 @@ template <typename T>
 class Result {
  public:
   Result(T value) : v_(std::move(value)) {}          // NOLINT: implicit by design
-  Result(Status status) : v_(std::move(status)) {}   // NOLINT: implicit by design
+  // An OK Status carries no value: keep it an error so `if (!r) return r.status();` never returns OK.
+  Result(Status status)  // NOLINT: implicit by design
+      : v_(status.is_ok() ? Status(EINVAL, "internal error: Result built from an OK Status") : std::move(status)) {}
 
   bool is_ok() const { return std::holds_alternative<T>(v_); }
   explicit operator bool() const { return is_ok(); }

@@ -30,9 +30,10 @@ Result<uint64_t> parse_size(std::string_view text) {
   else
     return Status(EINVAL, "size '" + s + "' has unknown unit '" + s.substr(pos) +
                               "' (use B, KiB, MiB, GiB or TiB)");
-  double bytes = number * mult;
-  if (bytes > 1.8e19) return Status(ERANGE, "size '" + s + "' is too large");
-  return static_cast<uint64_t>(std::llround(bytes));
+  double bytes = std::round(number * mult);
+  // 2^64; no llround: it overflows (and returns garbage) above INT64_MAX.
+  if (bytes >= 18446744073709551616.0) return Status(ERANGE, "size '" + s + "' is too large");
+  return static_cast<uint64_t>(bytes);
 }
 
 std::string format_size(uint64_t bytes) {
@@ -41,6 +42,10 @@ std::string format_size(uint64_t bytes) {
   double v = static_cast<double>(bytes);
   int u = 0;
   while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  if (u < 5 && std::round(v) >= 1024) {  // 1023.6 KiB would print as "1024 KiB"
     v /= 1024;
     ++u;
   }
