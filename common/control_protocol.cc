@@ -23,7 +23,15 @@ std::string default_control_socket(const std::string& mountpoint) {
   std::string abs = std::filesystem::absolute(mountpoint).lexically_normal().string();
   while (abs.size() > 1 && abs.back() == '/') abs.pop_back();
   std::string escaped;
-  for (size_t i = 1; i < abs.size(); ++i) escaped += abs[i] == '/' ? '-' : abs[i];
+  // systemd-escape style: '/' becomes '-', so a literal '-' (and '\\') must be
+  // escaped or /mnt/a-b and /mnt/a/b would share a socket.
+  for (size_t i = 1; i < abs.size(); ++i) {
+    char c = abs[i];
+    if (c == '/') escaped += '-';
+    else if (c == '-') escaped += "\\x2d";
+    else if (c == '\\') escaped += "\\x5c";
+    else escaped += c;
+  }
   if (escaped.empty()) escaped = "root";
   return default_control_dir() + "/" + escaped + ".sock";
 }

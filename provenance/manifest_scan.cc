@@ -2,8 +2,12 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include "common/unique_fd.h"
 
@@ -23,28 +27,41 @@ void note(ScanReport& r, uint64_t& counter, const std::string& path, const char*
 
 std::string join(const std::string& dir, const char* name) { return dir.empty() ? name : dir + "/" + name; }
 
-// Walks the directory open at `fd` (consumed), whose relative path is `rel`.
-// Iterative over an explicit stack so that deep trees cannot overflow ours.
-void walk(UniqueFd root_fd, ScanResult& out, ScanReport& report) {
-  struct Pending {
-    UniqueFd fd;
-    std::string rel;
-  };
-  std::vector<Pending> stack;
-  stack.push_back({std::move(root_fd), ""});
+// Opens the directory `rel` below `root` without following any symlink and
+// without leaving the tree. Pending directories are kept as paths, not fds,
+// so a wide tree cannot run the process out of descriptors.
+int open_subdir(int root, const std::string& rel) {
+  open_how how{};
+  how.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS;
+  int fd = static_cast<int>(::syscall(SYS_openat2, root, rel.c_str(), &how, sizeof how));
+  if (fd < 0 && errno == ENOSYS)  // kernels before 5.6: the final component at least is not followed
+    fd = ::openat(root, rel.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  return fd;
+}
+
+// Walks the tree below `root`. Iterative over an explicit stack so that deep
+// trees cannot overflow ours; at most one directory is open at a time.
+void walk(int root, ScanResult& out, ScanReport& report) {
+  std::vector<std::string> stack{""};
   while (!stack.empty()) {
-    Pending cur = std::move(stack.back());
+    std::string cur = std::move(stack.back());
     stack.pop_back();
-    int dfd = cur.fd.get();
-    DIR* d = ::fdopendir(::dup(dfd));
+    int dfd = cur.empty() ? ::dup(root) : open_subdir(root, cur);
+    if (dfd < 0) {
+      note(report, report.unreadable, cur, "cannot open directory");
+      continue;
+    }
+    DIR* d = ::fdopendir(dfd);
     if (!d) {
-      note(report, report.unreadable, cur.rel.empty() ? "." : cur.rel, "cannot list directory");
+      ::close(dfd);
+      note(report, report.unreadable, cur.empty() ? "." : cur, "cannot list directory");
       continue;
     }
     while (dirent* e = ::readdir(d)) {
       const char* name = e->d_name;
       if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0))) continue;
-      std::string rel = join(cur.rel, name);
+      std::string rel = join(cur, name);
       struct stat st {};
       if (::fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
         note(report, report.unreadable, rel, "cannot stat");
@@ -55,13 +72,12 @@ void walk(UniqueFd root_fd, ScanResult& out, ScanReport& report) {
       } else if (S_ISREG(st.st_mode)) {
         out.files.push_back({std::move(rel), static_cast<uint64_t>(st.st_size), mtime_of(st), st.st_mode & 07777u});
       } else if (S_ISDIR(st.st_mode)) {
-        int sub = ::openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (sub < 0) {
+        if (::faccessat(dfd, name, R_OK | X_OK, 0) != 0) {
           note(report, report.unreadable, rel, "cannot open directory");
           continue;
         }
         out.dirs.push_back({rel, 0, mtime_of(st), st.st_mode & 07777u});
-        stack.push_back({UniqueFd(sub), std::move(rel)});
+        stack.push_back(std::move(rel));
       } else {
         note(report, report.skipped_special, rel, "special file");
       }
@@ -88,7 +104,8 @@ Result<ScanResult> scan_tree(const std::string& root, ScanReport& report) {
   ScanResult out;
   out.dirs.push_back({"", 0, static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
                       st.st_mode & 07777u});
-  walk(UniqueFd(fd), out, report);
+  UniqueFd root_fd(fd);
+  walk(root_fd.get(), out, report);
   return out;
 }
 
