@@ -14,7 +14,7 @@
 //  - pad:  the permutation is extended by wrapping around to its start, so
 //          every rank gets ceil(N / W) samples and a few appear twice.
 // Rounds for datasets larger than memory (DeepIO's opportunistic ordering)
-// build on this in a later step.
+// are in round_plan.h; the rank slicing here applies to their order too.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +43,11 @@ std::vector<uint64_t> epoch_permutation(uint64_t seed, uint64_t epoch, uint64_t 
 
 // Number of samples rank r reads in an epoch (the same for every rank).
 uint64_t samples_per_rank(const PlanKey& key);
+
+// Global position of rank r's k-th sample: r + k*W, wrapping around N (pad).
+inline uint64_t global_position(const PlanKey& key, uint32_t rank, uint64_t k) {
+  return (rank + k * key.world_size) % key.samples;
+}
 
 // Rank r's samples in reading order. Errors name the bad parameter.
 Result<std::vector<uint64_t>> rank_order(const PlanKey& key, uint32_t rank);
