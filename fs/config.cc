@@ -129,7 +129,11 @@ Status parse_cache(const toml::table& t, const std::string& origin, DaemonConfig
 
 Status parse_dataset(const toml::table& t, const std::string& origin, size_t index, DaemonConfig& c) {
   std::string where = "dataset[" + std::to_string(index) + "]";
-  DLFS_RETURN_IF_ERROR(check_keys(t, where, {"name", "backend", "format", "record_size", "header_bytes"}, origin));
+  DLFS_RETURN_IF_ERROR(check_keys(t, where,
+                                  {"name", "backend", "format", "record_size", "header_bytes", "seed", "remainder",
+                                   "shuffle_ratio", "round_chunk", "min_randomization", "world_size",
+                                   "epochs_listed"},
+                                  origin));
   DatasetConfig d;
   DLFS_RETURN_IF_ERROR(get_string(t, origin, where, "name", d.name));
   DLFS_RETURN_IF_ERROR(get_string(t, origin, where, "backend", d.backend));
@@ -140,6 +144,20 @@ Status parse_dataset(const toml::table& t, const std::string& origin, size_t ind
   d.format.format = *f;
   DLFS_RETURN_IF_ERROR(get_size(t, origin, where, "record_size", d.format.record_size));
   DLFS_RETURN_IF_ERROR(get_size(t, origin, where, "header_bytes", d.format.header_bytes));
+  if (const toml::node* n = t.get("seed")) {
+    auto v = n->value_exact<int64_t>();
+    if (!v || *v < 0) return type_error(origin, where, "seed", "a non-negative integer");
+    d.plan.seed = static_cast<uint64_t>(*v);
+  }
+  DLFS_RETURN_IF_ERROR(get_string(t, origin, where, "remainder", d.plan.remainder));
+  DLFS_RETURN_IF_ERROR(get_double(t, origin, where, "shuffle_ratio", d.plan.shuffle_ratio));
+  DLFS_RETURN_IF_ERROR(get_size(t, origin, where, "round_chunk", d.plan.round_chunk));
+  DLFS_RETURN_IF_ERROR(get_double(t, origin, where, "min_randomization", d.plan.min_randomization));
+  unsigned w = d.plan.world_size, el = d.plan.epochs_listed;
+  DLFS_RETURN_IF_ERROR(get_unsigned(t, origin, where, "world_size", w));
+  DLFS_RETURN_IF_ERROR(get_unsigned(t, origin, where, "epochs_listed", el));
+  d.plan.world_size = w;
+  d.plan.epochs_listed = el;
   if (d.name.empty()) return Status(EINVAL, "config " + origin + ": " + where + " has no 'name'");
   if (d.backend.empty()) return Status(EINVAL, "config " + origin + ": dataset '" + d.name + "' has no 'backend'");
   c.datasets.push_back(std::move(d));
@@ -207,6 +225,18 @@ Status validate_config(const DaemonConfig& c) {
     if (d.format.format == provenance::DatasetFormat::files &&
         (d.format.record_size != 0 || d.format.header_bytes != 0))
       return Status(EINVAL, "dataset '" + d.name + "': record_size and header_bytes apply to format 'fixed' only");
+    const std::string ds = "dataset '" + d.name + "': ";
+    if (d.plan.remainder != "pad" && d.plan.remainder != "drop")
+      return Status(EINVAL, ds + "remainder '" + d.plan.remainder + "' is not \"pad\" or \"drop\"");
+    if (d.plan.shuffle_ratio < 0 || d.plan.shuffle_ratio > 1)
+      return Status(EINVAL, ds + "shuffle_ratio " + std::to_string(d.plan.shuffle_ratio) +
+                                " is not in (0, 1] (0 or absent: from the memory budget)");
+    if (d.plan.round_chunk == 0) return Status(EINVAL, ds + "round_chunk must be at least 1 byte");
+    if (d.plan.min_randomization < 0 || d.plan.min_randomization > 1)
+      return Status(EINVAL, ds + "min_randomization " + std::to_string(d.plan.min_randomization) +
+                                " is not in [0, 1]");
+    if (d.plan.world_size < 1 || d.plan.world_size > 65535)
+      return Status(EINVAL, ds + "world_size must be from 1 to 65535");
   }
   if (c.datasets.size() > 0xfffe) return Status(EINVAL, "too many datasets (at most 65534)");
   return Status::ok();

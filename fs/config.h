@@ -7,7 +7,8 @@
 //   [cache]   memory_budget ("16GiB" or "50%" of physical memory), extent_size,
 //             loader_threads, read_size
 //   [[dataset]]  name (required), backend (required), format ("files"|"fixed"),
-//             record_size, header_bytes
+//             record_size, header_bytes, seed, remainder ("pad"|"drop"),
+//             shuffle_ratio, round_chunk, min_randomization, world_size, epochs_listed
 //
 // Unknown keys are errors that name the key and list the valid ones: a typo
 // must not silently fall back to a default.
@@ -22,10 +23,22 @@
 
 namespace dlfs::fs {
 
+// How the epoch views are planned (docs/views.md).
+struct PlanConfig {
+  uint64_t seed = 0;                 // the job seed: same seed, same orders everywhere
+  std::string remainder = "pad";     // "pad" | "drop" when N is not a multiple of W
+  double shuffle_ratio = 0;          // R in (0, 1]; 0 = from the memory budget
+  uint64_t round_chunk = 1ull << 20; // bytes per chunk: the unit rounds are built and loaded in
+  double min_randomization = 0;      // refuse to start below this RL (0..1)
+  uint32_t world_size = 1;           // W shown in listings (any W can be looked up)
+  uint32_t epochs_listed = 1;        // epochs shown in listings (any epoch can be looked up)
+};
+
 struct DatasetConfig {
   std::string name;
   std::string backend;
   provenance::FormatOptions format;
+  PlanConfig plan;
 };
 
 struct DaemonConfig {

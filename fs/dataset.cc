@@ -30,9 +30,14 @@ Result<std::unique_ptr<Dataset>> Dataset::open(const DatasetConfig& config, uint
   if (!backend) return backend.status().with_context(what);
   ds->backend_ = std::move(backend).value();
 
+  auto planner = Planner::create(config, ds->manifest_, memory_budget);
+  if (!planner) return planner.status();
+  ds->planner_ = std::move(planner).value();
+  if (auto s = ds->planner_->start_rounds(*ds->backend_, daemon.loader_threads); !s) return s.with_context(what);
+
   cache::StorageOptions so;
   so.extent_size = daemon.extent_size;
-  so.memory_budget = memory_budget;
+  so.memory_budget = ds->planner_->storage_budget();
   auto buffer = cache::StorageBuffer::create(0, ds->manifest_.total_bytes(), so);
   if (!buffer) return buffer.status().with_context(what);
   ds->buffer_ = std::move(buffer).value();

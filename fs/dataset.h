@@ -14,6 +14,8 @@
 #include "cache/loader.h"
 #include "cache/storage_buffer.h"
 #include "fs/config.h"
+#include "fs/planner.h"
+#include "fs/view_registry.h"
 #include "provenance/manifest.h"
 
 namespace dlfs::fs {
@@ -48,6 +50,9 @@ class Dataset {
   void stop_loading() { loader_->stop(); }
 
   ViewCounters& raw_counters() const { return raw_counters_; }
+  ViewCounters& view_counters() const { return view_counters_; }
+  const Planner& planner() const { return *planner_; }
+  ViewRegistry& views() const { return views_; }
   // Memory this dataset costs beyond the resident bytes (manifest and tables).
   uint64_t metadata_bytes() const;
 
@@ -62,7 +67,10 @@ class Dataset {
   std::unique_ptr<cache::StorageBuffer> buffer_;
   std::unique_ptr<cache::Loader> loader_;
   std::unique_ptr<cache::ByteSource> source_;
+  std::unique_ptr<Planner> planner_;  // after backend_: its round buffers read through it
   mutable ViewCounters raw_counters_;
+  mutable ViewCounters view_counters_;
+  mutable ViewRegistry views_;
 };
 
 }  // namespace dlfs::fs

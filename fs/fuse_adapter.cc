@@ -141,35 +141,49 @@ void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
 
 void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
 
-// Generated files keep their snapshot alive in fi->fh until release.
-using Snapshot = std::shared_ptr<const std::string>;
-
+// Generated files and epoch views keep what they read alive in fi->fh
+// (an OpenResult on the heap) until release; raw files need nothing (fh 0).
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   guarded(req, "open", [&] {
     auto r = ctx(req).ns->open(ino, fi->flags);
     if (!r) return reply_error(req, r.status(), "open");
     fi->keep_cache = r->keep_cache;
     fi->direct_io = r->direct_io;
-    fi->fh = r->snapshot ? reinterpret_cast<uint64_t>(new Snapshot(r->snapshot)) : 0;
+    fi->fh = (r->snapshot || r->view) ? reinterpret_cast<uint64_t>(new OpenResult(std::move(r).value())) : 0;
     if (fuse_reply_open(req, fi) == -ENOENT && fi->fh)  // interrupted open: nobody will release it
-      delete reinterpret_cast<Snapshot*>(fi->fh);
+      delete reinterpret_cast<OpenResult*>(fi->fh);
   });
 }
 
 void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete reinterpret_cast<Snapshot*>(fi->fh);
+  delete reinterpret_cast<OpenResult*>(fi->fh);
   fuse_reply_err(req, 0);
+}
+
+void read_generated(fuse_req_t req, const OpenResult& file, size_t size, off_t off) {
+  if (file.snapshot) {
+    const std::string& text = *file.snapshot;
+    auto o = static_cast<size_t>(off);
+    if (o >= text.size()) return static_cast<void>(fuse_reply_buf(req, nullptr, 0));
+    fuse_reply_buf(req, text.data() + o, std::min(size, text.size() - o));
+    return;
+  }
+  // An epoch view: one ReplyGather per worker thread, pins released once sent.
+  thread_local ReplyGather gather;
+  Status s = ctx(req).ns->read_view(file, static_cast<uint64_t>(off), size, gather);
+  if (!s) {
+    gather.release();
+    spdlog::warn("read of an epoch view at {} (+{}): {}", off, size, s.message());
+    return static_cast<void>(fuse_reply_err(req, s.err()));
+  }
+  if (gather.count() == 0) fuse_reply_buf(req, nullptr, 0);
+  else fuse_reply_iov(req, gather.iov(), gather.count());
+  gather.release();
 }
 
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   guarded(req, "read", [&] {
-    if (fi->fh) {  // generated content
-      const std::string& text = **reinterpret_cast<Snapshot*>(fi->fh);
-      auto o = static_cast<size_t>(off);
-      if (o >= text.size()) return static_cast<void>(fuse_reply_buf(req, nullptr, 0));
-      fuse_reply_buf(req, text.data() + o, std::min(size, text.size() - o));
-      return;
-    }
+    if (fi->fh) return read_generated(req, *reinterpret_cast<OpenResult*>(fi->fh), size, off);
     // One Gather per worker thread: no allocation per request once warm.
     thread_local cache::Gather gather;
     Status s = ctx(req).ns->read_file(ino, static_cast<uint64_t>(off), size, gather);
@@ -201,10 +215,29 @@ void op_statfs(fuse_req_t req, fuse_ino_t) {
   });
 }
 
-void op_getxattr(fuse_req_t req, fuse_ino_t, const char*, size_t) { fuse_reply_err(req, ENODATA); }
-void op_listxattr(fuse_req_t req, fuse_ino_t, size_t size) {
-  if (size == 0) fuse_reply_xattr(req, 0);
-  else fuse_reply_buf(req, nullptr, 0);
+// size 0 asks for the length; a buffer too small is ERANGE (getxattr(2)).
+void reply_xattr_value(fuse_req_t req, const std::string& value, size_t size) {
+  if (size == 0) fuse_reply_xattr(req, value.size());
+  else if (size < value.size()) fuse_reply_err(req, ERANGE);
+  else fuse_reply_buf(req, value.data(), value.size());
+}
+
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  guarded(req, "getxattr", [&] {
+    auto v = ctx(req).ns->getxattr(ino, name);
+    if (!v) return static_cast<void>(fuse_reply_err(req, v.status().err()));
+    reply_xattr_value(req, *v, size);
+  });
+}
+
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  guarded(req, "listxattr", [&] {
+    auto names = ctx(req).ns->listxattr(ino);
+    if (!names) return static_cast<void>(fuse_reply_err(req, names.status().err()));
+    std::string list;
+    for (const auto& n : *names) list += n + '\0';
+    reply_xattr_value(req, list, size);
+  });
 }
 
 // Every write-like operation: EROFS (the mount is also "ro", so the kernel

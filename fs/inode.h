@@ -9,7 +9,8 @@
 //   2, 3                   /.dlfs and /.dlfs/stats
 //   (d+1)<<48 | kind<<40 | index     everything that belongs to dataset d
 //
-// index is a manifest directory or file id (< 2^40), kind says which table.
+// index is a manifest directory or file id (< 2^40), kind says which table;
+// for epoch views it packs the epoch, world size, view id or position.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +25,18 @@ enum class NodeKind : uint8_t {
   dataset_dir = 3,   // /<dataset>
   raw_dir = 4,       // /<dataset>/raw/<dir>   (index = manifest dir id; 0 = raw/ itself)
   raw_file = 5,      // /<dataset>/raw/<file>  (index = manifest file id)
+  epochs_dir = 6,    // /<dataset>/epochs
+  epoch_dir = 7,     // /<dataset>/epochs/<e>          (index = e)
+  world_dir = 8,     // /<dataset>/epochs/<e>/<W>      (index = e << 16 | W)
+  view_tar = 9,      // .../<W>/<r>.tar                (index = view id, fs/view_registry.h)
+  view_bin = 10,     // .../<W>/<r>.bin
+  view_index = 11,   // .../<W>/<r>.index
+  view_dir = 12,     // .../<W>/<r>/
+  view_entry = 13,   // .../<W>/<r>/<k>-<name>         (index = view id << 24 | k)
 };
+
+inline constexpr uint64_t kMaxEpoch = (1ull << 24) - 1;      // epoch << 16 must fit the index
+inline constexpr uint64_t kMaxEntryPosition = (1ull << 24) - 1;
 
 struct NodeId {
   NodeKind kind = NodeKind::root;
@@ -57,7 +69,7 @@ inline std::optional<NodeId> decode_ino(uint64_t ino) {
   uint64_t ds = ino >> 48;
   if (ds == 0) return std::nullopt;
   auto kind = static_cast<uint8_t>((ino >> 40) & 0xff);
-  if (kind < static_cast<uint8_t>(NodeKind::dataset_dir) || kind > static_cast<uint8_t>(NodeKind::raw_file))
+  if (kind < static_cast<uint8_t>(NodeKind::dataset_dir) || kind > static_cast<uint8_t>(NodeKind::view_entry))
     return std::nullopt;
   return NodeId{static_cast<NodeKind>(kind), static_cast<uint32_t>(ds - 1), ino & kMaxIndex};
 }

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
@@ -33,6 +34,11 @@ int main(int argc, char** argv) {
       read_size, control_socket, log_level;
   unsigned loader_threads = 0, fuse_threads = 0;
   bool version = false;
+  // Epoch-view plan flags (one-dataset mode; a config file sets them per dataset).
+  std::optional<uint64_t> seed;
+  std::optional<double> shuffle_ratio, min_randomization;
+  std::optional<uint32_t> world_size, epochs_listed;
+  std::string remainder, round_chunk;
   app.add_option("-c,--config", config_path, "TOML config file")->check(CLI::ExistingFile);
   app.add_option("-m,--mountpoint", mountpoint, "Where to mount (an existing, empty directory)");
   app.add_option("-b,--backend", backend, "Dataset directory on backend storage (one-dataset mode)");
@@ -48,6 +54,19 @@ int main(int argc, char** argv) {
   app.add_option("--fuse-threads", fuse_threads, "Most FUSE worker threads (default 16)");
   app.add_option("--control-socket", control_socket, "Control socket path (default /run/dlfs/<mountpoint>.sock)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default info)");
+  app.add_option("--seed", seed, "Job seed of the epoch views (default 0): same seed, same orders");
+  app.add_option("--remainder", remainder, "When samples do not divide by W: pad (wrap, default) or drop")
+      ->check(CLI::IsMember({"pad", "drop"}));
+  app.add_option("--shuffle-ratio", shuffle_ratio,
+                 "R: share of the dataset resident per round (0 < R <= 1; default: from the memory budget)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--round-chunk", round_chunk, "Unit rounds are built and loaded in (default 1MiB)");
+  app.add_option("--min-randomization", min_randomization, "Refuse to start if the randomization level is below this")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--world-size", world_size, "World size shown in epoch listings (default 1)")
+      ->check(CLI::Range(1, 65535));
+  app.add_option("--epochs-listed", epochs_listed, "Epochs shown in listings (default 1; any can be opened)")
+      ->check(CLI::Range(1, 1000000));
   app.add_flag("--version", version, "Print the version and exit");
   CLI11_PARSE(app, argc, argv);
   if (version) {
@@ -91,9 +110,20 @@ int main(int argc, char** argv) {
     if (!format.empty()) d.format.format = *dlfs::provenance::parse_format(format);
     if (auto s = size_flag(record_size, "--record-size", d.format.record_size); !s) return fail(s);
     if (auto s = size_flag(header_bytes, "--header-bytes", d.format.header_bytes); !s) return fail(s);
+    if (seed) d.plan.seed = *seed;
+    if (!remainder.empty()) d.plan.remainder = remainder;
+    if (shuffle_ratio) d.plan.shuffle_ratio = *shuffle_ratio;
+    if (auto s = size_flag(round_chunk, "--round-chunk", d.plan.round_chunk); !s) return fail(s);
+    if (min_randomization) d.plan.min_randomization = *min_randomization;
+    if (world_size) d.plan.world_size = *world_size;
+    if (epochs_listed) d.plan.epochs_listed = *epochs_listed;
     config.datasets.push_back(std::move(d));
-  } else if (!name.empty() || !format.empty() || !record_size.empty() || !header_bytes.empty()) {
-    return fail(dlfs::Status(EINVAL, "--name, --format, --record-size and --header-bytes need --backend"));
+  } else if (!name.empty() || !format.empty() || !record_size.empty() || !header_bytes.empty() || seed ||
+             !remainder.empty() || shuffle_ratio || !round_chunk.empty() || min_randomization || world_size ||
+             epochs_listed) {
+    return fail(dlfs::Status(EINVAL,
+                             "--name, --format, --record-size, --header-bytes and the plan flags need --backend "
+                             "(with --config, set them in the [[dataset]] section)"));
   }
 
   if (auto s = dlfs::init_logging(config.log_level, "dlfsd"); !s) return fail(s);

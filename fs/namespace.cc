@@ -11,6 +11,7 @@ namespace {
 constexpr std::string_view kControlDirName = ".dlfs";
 constexpr std::string_view kStatsName = "stats";
 constexpr std::string_view kRawName = "raw";
+constexpr std::string_view kEpochsName = "epochs";
 
 // Read-only: drop the write bits of whatever the backend says.
 uint32_t ro(uint32_t perms) { return perms & 07555; }
@@ -33,6 +34,17 @@ Attr Namespace::dir_attr(uint64_t ino, uint32_t perms, uint32_t subdirs, int64_t
   a.mode = S_IFDIR | ro(perms);
   a.nlink = 2 + subdirs;  // find(1) relies on this to skip stat() in leaf directories
   a.size = 4096;
+  a.mtime_ns = mtime_ns;
+  a.uid = uid_;
+  a.gid = gid_;
+  return a;
+}
+
+Attr Namespace::file_attr(uint64_t ino, uint64_t size, int64_t mtime_ns) const {
+  Attr a;
+  a.ino = ino;
+  a.mode = S_IFREG | 0444;
+  a.size = size;
   a.mtime_ns = mtime_ns;
   a.uid = uid_;
   a.gid = gid_;
@@ -63,7 +75,7 @@ Result<Attr> Namespace::attr_of(const NodeId& n) const {
   const auto& m = ds->manifest();
   switch (n.kind) {
     case NodeKind::dataset_dir:
-      return dir_attr(ino, 0555, 1, ds->root_mtime_ns());
+      return dir_attr(ino, 0555, 2, ds->root_mtime_ns());
     case NodeKind::raw_dir:
       if (n.index >= m.dir_count()) return not_found();
       return dir_attr(ino, m.dir_mode(static_cast<uint32_t>(n.index)),
@@ -81,7 +93,7 @@ Result<Attr> Namespace::attr_of(const NodeId& n) const {
       a.gid = gid_;
       return a;
     }
-    default: return not_found();
+    default: return view_attr(n);
   }
 }
 
@@ -105,6 +117,7 @@ Result<Attr> Namespace::lookup(uint64_t parent, std::string_view name) const {
       return not_found();
     case NodeKind::dataset_dir:
       if (name == kRawName) return attr_of({NodeKind::raw_dir, p->dataset, provenance::kRootDir});
+      if (name == kEpochsName) return attr_of({NodeKind::epochs_dir, p->dataset, 0});
       return not_found();
     case NodeKind::raw_dir: {
       const Dataset* ds = dataset_of(*p);
@@ -115,7 +128,7 @@ Result<Attr> Namespace::lookup(uint64_t parent, std::string_view name) const {
       return not_found();
     }
     default:
-      return Status(ENOTDIR, "not a directory");
+      return view_lookup(*p, name);
   }
 }
 
@@ -164,7 +177,9 @@ Status Namespace::readdir(uint64_t ino, uint64_t offset, const DirFiller& add) c
       if (child_index() == 0) emit(kStatsName, attr_of({NodeKind::stats_file, 0, 0}));
       return Status::ok();
     case NodeKind::dataset_dir:
-      if (child_index() == 0) emit(kRawName, attr_of({NodeKind::raw_dir, n->dataset, provenance::kRootDir}));
+      if (child_index() == 0 && !emit(kRawName, attr_of({NodeKind::raw_dir, n->dataset, provenance::kRootDir})))
+        return Status::ok();
+      if (child_index() == 1) emit(kEpochsName, attr_of({NodeKind::epochs_dir, n->dataset, 0}));
       return Status::ok();
     case NodeKind::raw_dir: {
       const auto& m = dataset_of(*n)->manifest();
@@ -182,7 +197,7 @@ Status Namespace::readdir(uint64_t ino, uint64_t offset, const DirFiller& add) c
       return Status::ok();
     }
     default:
-      return Status(ENOTDIR, "not a directory");
+      return view_readdir(*n, child_index(), emit);
   }
 }
 
@@ -205,7 +220,7 @@ Result<OpenResult> Namespace::open(uint64_t ino, int flags) const {
       return r;
     }
     default:
-      return Status(EISDIR, "is a directory");
+      return view_open(*n);
   }
 }
 

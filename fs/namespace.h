@@ -3,6 +3,8 @@
 //   /                         datasets and .dlfs
 //   /.dlfs/stats              JSON snapshot (generated at open)
 //   /<dataset>/raw/...        the backend tree, read-only, served from memory
+//   /<dataset>/epochs/<e>/<W>/<r>.{tar,bin,index} and <r>/   epoch views
+//                             (namespace_views.cc, docs/views.md)
 //
 // Every operation returns a result or an errno-carrying Status; the FUSE
 // adapter (fuse_adapter.cc) only translates to replies. This keeps the logic
@@ -24,6 +26,7 @@
 #include "cache/byte_source.h"
 #include "common/status.h"
 #include "fs/dataset.h"
+#include "fs/reply_gather.h"
 #include "fs/inode.h"
 
 namespace dlfs::fs {
@@ -42,6 +45,9 @@ struct OpenResult {
   bool keep_cache = false;               // immutable data: keep the page cache across opens
   bool direct_io = false;                // generated content: bypass the page cache
   std::shared_ptr<const std::string> snapshot;  // generated content, if any
+  std::shared_ptr<const EpochView> view;        // an epoch view's tar, bin or entry
+  NodeKind view_kind = NodeKind::root;
+  uint64_t entry = 0;                           // view_entry: the position
 };
 
 struct FsTotals {
@@ -68,7 +74,12 @@ class Namespace {
   Result<OpenResult> open(uint64_t ino, int flags) const;
   // Gathers up to `size` bytes at `offset` of a raw file (short at EOF).
   Status read_file(uint64_t ino, uint64_t offset, uint64_t size, cache::Gather& out) const;
+  // Reads an open epoch view (OpenResult::view set).
+  Status read_view(const OpenResult& file, uint64_t offset, uint64_t size, ReplyGather& out) const;
   FsTotals totals() const;
+  // Extended attributes: the epoch views describe their plan (docs/views.md).
+  Result<std::string> getxattr(uint64_t ino, const std::string& name) const;
+  Result<std::vector<std::string>> listxattr(uint64_t ino) const;
 
   const std::vector<std::unique_ptr<Dataset>>& datasets() const { return datasets_; }
 
@@ -76,6 +87,14 @@ class Namespace {
   Result<Attr> attr_of(const NodeId& n) const;
   const Dataset* dataset_of(const NodeId& n) const;
   Attr dir_attr(uint64_t ino, uint32_t perms, uint32_t subdirs, int64_t mtime_ns) const;
+  Attr file_attr(uint64_t ino, uint64_t size, int64_t mtime_ns) const;
+  // Epoch views (namespace_views.cc).
+  Result<Attr> view_attr(const NodeId& n) const;
+  Result<Attr> view_lookup(const NodeId& parent, std::string_view name) const;
+  using Emit = std::function<bool(std::string_view name, const Result<Attr>& attr)>;
+  Status view_readdir(const NodeId& n, uint64_t child, const Emit& emit) const;
+  Result<OpenResult> view_open(const NodeId& n) const;
+  Result<std::shared_ptr<const EpochView>> view_of(const NodeId& n) const;
 
   const std::vector<std::unique_ptr<Dataset>>& datasets_;
   std::function<std::string()> stats_text_;

@@ -69,8 +69,8 @@ TEST(Config, ValidationCatchesInconsistencies) {
   EXPECT_NE(validate_config(c).message().find("mountpoint"), std::string::npos);
   c.mountpoint = "/mnt";
   EXPECT_NE(validate_config(c).message().find("no dataset"), std::string::npos);
-  c.datasets.push_back({"a", "/x", {}});
-  c.datasets.push_back({"a", "/y", {}});
+  c.datasets.push_back({"a", "/x", {}, {}});
+  c.datasets.push_back({"a", "/y", {}, {}});
   EXPECT_NE(validate_config(c).message().find("used twice"), std::string::npos);
   c.datasets[1].name = "../evil";
   EXPECT_NE(validate_config(c).message().find("not valid"), std::string::npos);

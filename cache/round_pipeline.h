@@ -1,0 +1,121 @@
+// RoundPipeline: double-buffered rounds for datasets larger than memory
+// (DeepIO's hybrid backend-memory pipeline).
+//
+// Two slots of slot_bytes each. A reader pins the round it reads; pinning
+// round j of an epoch also starts loading the round after it (j+1, or round
+// 0 of the next epoch) into the other slot, so the next round loads while
+// this one is read. A round is loaded chunk by chunk with large sequential
+// preads by `threads` threads. If a round cannot be had (its load failed,
+// or readers are far apart and keep evicting each other), acquire() says so
+// and the caller reads from the backend: slower, never wrong.
+//
+// Lock order: mu_ only; loads run without it and publish under it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "cache/backend_reader.h"
+#include "cache/round_plan.h"
+
+namespace dlfs::cache {
+
+// One round's life, for the per-round timeline in stats (seconds since start).
+struct RoundEvent {
+  uint64_t epoch = 0;
+  uint32_t round = 0;
+  uint64_t bytes = 0;
+  double load_start_s = 0, load_end_s = 0;  // load_end_s 0 while loading
+  double first_read_s = 0;                  // first pin; 0 if never read
+  double wait_s = 0;                        // time readers spent waiting for this load
+  bool failed = false;
+};
+
+class RoundPipeline {
+ public:
+  using OrderSource = std::function<std::shared_ptr<const EpochOrder>(uint64_t epoch)>;
+
+  static Result<std::unique_ptr<RoundPipeline>> create(const PlanShape& shape, const BackendReader& backend,
+                                                       OrderSource orders, unsigned threads);
+  ~RoundPipeline();
+  RoundPipeline(const RoundPipeline&) = delete;
+  RoundPipeline& operator=(const RoundPipeline&) = delete;
+
+  // A pinned, loaded round. Sample bytes stay valid while the pin lives.
+  class Pin {
+   public:
+    Pin() = default;
+    Pin(Pin&& o) noexcept : p_(o.p_), slot_(o.slot_) { o.p_ = nullptr; }
+    Pin& operator=(Pin&& o) noexcept;
+    ~Pin() { release(); }
+    explicit operator bool() const { return p_ != nullptr; }
+    // Pointer to `sample`'s first byte (the sample must belong to the round).
+    const std::byte* sample_ptr(uint64_t sample_begin_offset, uint64_t chunk) const;
+
+   private:
+    friend class RoundPipeline;
+    Pin(RoundPipeline* p, int slot) : p_(p), slot_(slot) {}
+    void release();
+    RoundPipeline* p_ = nullptr;
+    int slot_ = -1;
+  };
+
+  // Pins round `round` of `order`'s epoch, waiting while it loads. An empty
+  // Pin means "read these samples from the backend".
+  Pin acquire(const std::shared_ptr<const EpochOrder>& order, uint32_t round);
+
+  uint64_t slot_bytes() const { return slot_bytes_; }
+  std::vector<RoundEvent> timeline() const;  // oldest first, at most kTimeline
+  uint64_t stalls() const;                   // acquires that had to wait for a load
+  static constexpr size_t kTimeline = 256;
+
+ private:
+  struct Slot {
+    std::byte* base = nullptr;
+    enum class State { empty, loading, ready, failed } state = State::empty;
+    uint64_t epoch = 0;
+    uint32_t round = 0;
+    int pins = 0;
+    std::shared_ptr<const EpochOrder> order;
+    std::vector<uint64_t> chunk_offset;  // per chunk of the dataset: offset in this slot, or ~0
+    size_t event = 0;                    // index into events_ (absolute count)
+  };
+
+  RoundPipeline(const PlanShape& shape, const BackendReader& backend, OrderSource orders, unsigned threads);
+  int find(uint64_t epoch, uint32_t round) const;   // under mu_
+  int victim(uint64_t epoch, uint32_t round) const; // under mu_; -1 if none free
+  void start_load(int slot, std::shared_ptr<const EpochOrder> order, uint32_t round);  // under mu_
+  void load_thread();
+  void load(int slot);  // without mu_
+  RoundEvent* event(size_t abs);  // under mu_; nullptr if rotated out
+  double now_s() const;
+
+  const PlanShape& shape_;
+  const BackendReader& backend_;
+  OrderSource orders_;
+  unsigned threads_;
+  uint64_t slot_bytes_ = 0;
+  uint64_t map_len_ = 0;
+  std::byte* map_ = nullptr;
+  Slot slots_[2];
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<int> queue_;  // slots to load, in order
+  bool stop_ = false;
+  std::deque<RoundEvent> events_;
+  size_t events_dropped_ = 0;
+  uint64_t stalls_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::thread loader_;
+};
+
+}  // namespace dlfs::cache

@@ -1,0 +1,69 @@
+// EpochView: rank r of W in epoch e, as a tar stream, a record stream, an
+// index and a directory (docs/views.md). Immutable once built; open file
+// handles share it, so reads take no lock to find their samples.
+//
+// Reads gather sample bytes straight from where they are resident (the
+// storage buffer, or the pinned round buffer when the epoch runs in rounds)
+// and generate tar headers and padding in the reply's arena; bytes that are
+// not resident are read from the backend into the arena.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/epoch_plan.h"
+#include "cache/round_plan.h"
+#include "common/status.h"
+#include "fs/reply_gather.h"
+
+namespace dlfs::fs {
+
+class Dataset;
+
+struct ViewKey {
+  uint32_t epoch = 0;
+  uint32_t world_size = 1;
+  uint32_t rank = 0;
+  bool operator==(const ViewKey&) const = default;
+};
+
+class EpochView {
+ public:
+  // Builds the view's order and tar layout: O(samples in the view).
+  static Result<std::shared_ptr<const EpochView>> build(const Dataset& ds, ViewKey key);
+
+  const ViewKey& key() const { return key_; }
+  uint64_t count() const { return count_; }                   // samples in this view
+  uint64_t position(uint64_t k) const { return cache::global_position(plan_, key_.rank, k); }
+  uint64_t sample_at(uint64_t k) const { return order_->order[position(k)]; }
+  uint64_t tar_size() const { return member_begin_.back() + 1024; }
+  uint64_t bin_size() const;                                  // fixed format only
+  uint64_t tar_data_offset(uint64_t k) const;                 // where member k's bytes start
+  std::string member_name(uint64_t k) const;                  // tar member name
+  std::string entry_name(uint64_t k) const;                   // directory view entry name
+  uint64_t sample_length(uint64_t k) const;
+
+  // Each reads up to `size` bytes at `offset` into `out` (short at the end).
+  Status read_tar(uint64_t offset, uint64_t size, ReplyGather& out) const;
+  Status read_bin(uint64_t offset, uint64_t size, ReplyGather& out) const;
+  Status read_entry(uint64_t k, uint64_t offset, uint64_t size, ReplyGather& out) const;
+  std::string index_text() const;
+  std::string xattr(const std::string& name) const;  // "" if not one of ours
+  static const std::vector<std::string>& xattr_names();
+
+ private:
+  EpochView(const Dataset& ds, ViewKey key) : ds_(ds), key_(key) {}
+  // Appends bytes [from, from + n) of position k's sample.
+  Status add_sample(uint64_t k, uint64_t from, uint64_t n, ReplyGather& out) const;
+
+  const Dataset& ds_;
+  ViewKey key_;
+  cache::PlanKey plan_;
+  uint64_t count_ = 0;
+  std::shared_ptr<const cache::EpochOrder> order_;
+  std::vector<uint64_t> member_begin_;  // tar offset of each member's first header byte, plus the end
+};
+
+}  // namespace dlfs::fs

@@ -1,0 +1,67 @@
+// Planner: a dataset's epoch plan settings, made concrete.
+//
+// Decides at start whether the dataset is served whole (R = 1: the storage
+// buffer holds it) or in rounds (R < 1: two round buffers, the raw tree read
+// through from the backend), computes the randomization level, refuses a
+// configuration below min_randomization with the memory that would reach it,
+// and hands out epoch orders (built on demand, the last few kept).
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "cache/backend_reader.h"
+#include "cache/epoch_plan.h"
+#include "cache/round_pipeline.h"
+#include "cache/round_plan.h"
+#include "fs/config.h"
+#include "provenance/manifest.h"
+
+namespace dlfs::fs {
+
+class Planner {
+ public:
+  // memory_budget: bytes this dataset may use. Errors name the dataset.
+  static Result<std::unique_ptr<Planner>> create(const DatasetConfig& config, const provenance::Manifest& manifest,
+                                                 uint64_t memory_budget);
+  // Starts the round buffers (rounds only); the backend must outlive this.
+  Status start_rounds(const cache::BackendReader& backend, unsigned threads);
+
+  uint64_t seed() const { return seed_; }
+  cache::Remainder remainder() const { return remainder_; }
+  const char* remainder_name() const { return remainder_ == cache::Remainder::pad ? "pad" : "drop"; }
+  const cache::PlanShape& shape() const { return shape_; }
+  bool rounds() const { return !shape_.single_round(); }
+  double ratio() const { return shape_.ratio(); }
+  double randomization_level() const { return rl_; }
+  uint64_t rounds_per_epoch() const { return rounds_per_epoch_; }
+  // Bytes the storage buffer may use (0 in round mode: memory goes to rounds).
+  uint64_t storage_budget() const { return storage_budget_; }
+  uint64_t round_memory() const { return rounds() ? 2 * cache::round_slot_bytes(shape_) : 0; }
+  const PlanConfig& config() const { return config_; }
+
+  cache::PlanKey key(uint64_t epoch, uint32_t world_size) const {
+    return cache::PlanKey{seed_, epoch, shape_.samples, world_size, remainder_};
+  }
+  std::shared_ptr<const cache::EpochOrder> order(uint64_t epoch) const;
+  cache::RoundPipeline* pipeline() const { return pipeline_.get(); }
+
+ private:
+  Planner() = default;
+  PlanConfig config_;
+  uint64_t seed_ = 0;
+  cache::Remainder remainder_ = cache::Remainder::pad;
+  cache::PlanShape shape_;
+  double rl_ = 1;
+  uint64_t rounds_per_epoch_ = 1;
+  uint64_t storage_budget_ = 0;
+  std::unique_ptr<cache::RoundPipeline> pipeline_;
+  mutable std::mutex mu_;  // guards cache_
+  mutable std::list<std::shared_ptr<const cache::EpochOrder>> cache_;  // most recent first
+  static constexpr size_t kCachedEpochs = 4;
+};
+
+}  // namespace dlfs::fs
