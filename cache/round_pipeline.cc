@@ -129,7 +129,8 @@ void RoundPipeline::start_load(int i, std::shared_ptr<const EpochOrder> order, u
   cv_.notify_all();
 }
 
-RoundPipeline::Pin RoundPipeline::acquire(const std::shared_ptr<const EpochOrder>& order, uint32_t round) {
+RoundPipeline::Pin RoundPipeline::acquire(const std::shared_ptr<const EpochOrder>& order, uint32_t round,
+                                          bool may_wait_for_slot) {
   std::unique_lock lk(mu_);
   const auto wait_start = std::chrono::steady_clock::now();
   bool waited = false;
@@ -145,6 +146,7 @@ RoundPipeline::Pin RoundPipeline::acquire(const std::shared_ptr<const EpochOrder
         start_load(v, order, round);
         continue;
       }
+      if (!may_wait_for_slot) return Pin();
     }
     waited = true;  // loading, or both slots busy: wait for a load or a release
     if (cv_.wait_for(lk, std::chrono::seconds(60)) == std::cv_status::timeout) {

@@ -69,8 +69,11 @@ class RoundPipeline {
   };
 
   // Pins round `round` of `order`'s epoch, waiting while it loads. An empty
-  // Pin means "read these samples from the backend".
-  Pin acquire(const std::shared_ptr<const EpochOrder>& order, uint32_t round);
+  // Pin means "read these samples from the backend". A caller that already
+  // holds a pin passes may_wait_for_slot = false: it then never waits for
+  // another reader to release a slot (two such waits would deadlock), and
+  // reads from the backend instead when both slots are busy.
+  Pin acquire(const std::shared_ptr<const EpochOrder>& order, uint32_t round, bool may_wait_for_slot = true);
 
   uint64_t slot_bytes() const { return slot_bytes_; }
   std::vector<RoundEvent> timeline() const;  // oldest first, at most kTimeline

@@ -30,6 +30,11 @@ class ControlHandler {
   // The result object: {"datasets":[{"name", "extents_checked", "extents_skipped",
   // "bytes_checked", "seconds", "ok", "mismatches":[{"extent","data_offset","length","what"}]}], "ok"}.
   virtual Result<nlohmann::json> verify(const std::string& dataset, const ProgressFn& progress) = 0;
+  // The epoch plan of one dataset ("" = the first): {"dataset", "epoch",
+  // "world_size", "rank", "show"} all optional. See fs/plan_report.h.
+  virtual Result<nlohmann::json> plan(const nlohmann::json& args) = 0;
+  // Measured shuffle quality over {"epochs"} epochs of one dataset.
+  virtual Result<nlohmann::json> shuffle_report(const nlohmann::json& args, const ProgressFn& progress) = 0;
   // Starts a clean unmount and exit; returns once it is under way.
   virtual Status unmount() = 0;
 };

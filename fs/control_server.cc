@@ -151,12 +151,20 @@ json ControlServer::dispatch(const json& request, int fd) {
     if (!r) return error_reply(r.status().err(), r.status().message());
     return {{"ok", true}, {"result", *r}};
   }
+  if (cmd == "plan" || cmd == "shuffle-report") {
+    auto r = cmd == "plan" ? handler_.plan(request)
+                           : handler_.shuffle_report(request, [fd](const json& p) {
+                               (void)write_line(fd, json{{"progress", p}}.dump());
+                             });
+    if (!r) return error_reply(r.status().err(), r.status().message());
+    return {{"ok", true}, {"result", *r}};
+  }
   if (cmd == "unmount") {
     Status s = handler_.unmount();
     if (!s) return error_reply(s.err(), s.message());
     return {{"ok", true}, {"result", json::object()}};
   }
-  return error_reply(EINVAL, "unknown command '" + cmd + "' (valid: status, stats, verify, unmount)");
+  return error_reply(EINVAL, "unknown command '" + cmd + "' (valid: status, stats, verify, plan, shuffle-report, unmount)");
 }
 
 }  // namespace dlfs::fs

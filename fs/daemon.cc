@@ -1,5 +1,7 @@
 #include "fs/daemon.h"
 
+#include "fs/plan_report.h"
+
 #include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
@@ -191,6 +193,57 @@ Result<nlohmann::json> Daemon::verify(const std::string& dataset, const Progress
   }
   if (!found) return Status(ENOENT, "no dataset named '" + dataset + "'");
   return nlohmann::json{{"datasets", list}, {"ok", all_ok}};
+}
+
+Result<const Dataset*> Daemon::dataset_arg(const nlohmann::json& args) const {
+  std::string name;
+  if (auto it = args.find("dataset"); it != args.end()) {
+    if (!it->is_string()) return Status(EINVAL, "\"dataset\" must be a string");
+    name = it->get<std::string>();
+  }
+  if (datasets_.empty()) return Status(ENOENT, "no datasets are served");
+  if (name.empty()) return datasets_.front().get();
+  for (const auto& d : datasets_)
+    if (d->name() == name) return d.get();
+  return Status(ENOENT, "no dataset named '" + name + "'");
+}
+
+namespace {
+// An optional non-negative integer argument; errors name it.
+Status uint_arg(const nlohmann::json& args, const char* key, uint64_t& out) {
+  auto it = args.find(key);
+  if (it == args.end() || it->is_null()) return Status::ok();
+  if (!it->is_number_unsigned()) return Status(EINVAL, std::string("\"") + key + "\" must be a non-negative integer");
+  out = it->get<uint64_t>();
+  return Status::ok();
+}
+}  // namespace
+
+Result<nlohmann::json> Daemon::plan(const nlohmann::json& args) {
+  auto ds = dataset_arg(args);
+  if (!ds) return ds.status();
+  uint64_t epoch = 0, world = (*ds)->planner().config().world_size, rank = 0, show = 10;
+  DLFS_RETURN_IF_ERROR(uint_arg(args, "epoch", epoch));
+  DLFS_RETURN_IF_ERROR(uint_arg(args, "world_size", world));
+  DLFS_RETURN_IF_ERROR(uint_arg(args, "rank", rank));
+  DLFS_RETURN_IF_ERROR(uint_arg(args, "show", show));
+  if (world > 65535 || rank > 65535) return Status(EINVAL, "world size and rank must be below 65536");
+  auto j = plan_json(**ds, epoch, static_cast<uint32_t>(world), static_cast<uint32_t>(rank), std::min<uint64_t>(show, 100000));
+  if (!j) return j.status();
+  (*j)["view"] = config_.mountpoint + "/" + (*ds)->name() + "/epochs/" + std::to_string(epoch) + "/" +
+                 std::to_string(world) + "/" + std::to_string(rank);
+  return *j;
+}
+
+Result<nlohmann::json> Daemon::shuffle_report(const nlohmann::json& args, const ProgressFn& progress) {
+  auto ds = dataset_arg(args);
+  if (!ds) return ds.status();
+  uint64_t epochs = 10;
+  DLFS_RETURN_IF_ERROR(uint_arg(args, "epochs", epochs));
+  if (epochs < 2 || epochs > 1000) return Status(EINVAL, "\"epochs\" must be from 2 to 1000");
+  return shuffle_report_json(**ds, epochs, [&](uint64_t done, uint64_t total) {
+    if (progress) progress({{"dataset", (*ds)->name()}, {"epochs_done", done}, {"epochs_total", total}});
+  });
 }
 
 Status Daemon::unmount() {

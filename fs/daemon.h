@@ -39,11 +39,14 @@ class Daemon final : public ControlHandler {
   nlohmann::json status() override;
   nlohmann::json stats() override;
   Result<nlohmann::json> verify(const std::string& dataset, const ProgressFn& progress) override;
+  Result<nlohmann::json> plan(const nlohmann::json& args) override;
+  Result<nlohmann::json> shuffle_report(const nlohmann::json& args, const ProgressFn& progress) override;
   Status unmount() override;
 
  private:
   explicit Daemon(DaemonConfig config);
   nlohmann::json snapshot(bool detailed) const;
+  Result<const Dataset*> dataset_arg(const nlohmann::json& args) const;
 
   DaemonConfig config_;
   uint64_t budget_bytes_ = 0;

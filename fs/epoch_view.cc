@@ -86,7 +86,7 @@ Status EpochView::add_sample(uint64_t k, uint64_t from, uint64_t n, ReplyGather&
     const uint64_t g = position(k);
     const uint32_t round = order_->round_of(g);
     const cache::RoundPipeline::Pin* pin = out.pinned(key_.epoch, round);
-    if (!pin) pin = &out.hold(pipe->acquire(order_, round), key_.epoch, round);
+    if (!pin) pin = &out.hold(pipe->acquire(order_, round, !out.holds_pins()), key_.epoch, round);
     if (*pin) {
       const uint64_t chunk = p.shape().chunk_of(s);
       out.add_ref(pin->sample_ptr(m.sample_data_offset(s), chunk) + from, n);

@@ -35,6 +35,7 @@ class EpochView {
   static Result<std::shared_ptr<const EpochView>> build(const Dataset& ds, ViewKey key);
 
   const ViewKey& key() const { return key_; }
+  const Dataset& dataset() const { return ds_; }
   uint64_t count() const { return count_; }                   // samples in this view
   uint64_t position(uint64_t k) const { return cache::global_position(plan_, key_.rank, k); }
   uint64_t sample_at(uint64_t k) const { return order_->order[position(k)]; }

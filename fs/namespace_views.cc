@@ -184,6 +184,10 @@ Status Namespace::read_view(const OpenResult& f, uint64_t offset, uint64_t size,
     case NodeKind::view_entry: s = f.view->read_entry(f.entry, offset, size, out); break;
     default: return Status(EINVAL, "not an epoch view");
   }
+  if (!s) return s.with_context("dataset '" + f.view->dataset().name() + "'");
+  auto& c = f.view->dataset().view_counters();
+  c.requests.fetch_add(1, std::memory_order_relaxed);
+  c.bytes.fetch_add(out.bytes(), std::memory_order_relaxed);
   return s;
 }
 

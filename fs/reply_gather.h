@@ -66,6 +66,7 @@ class ReplyGather {
     return pins_.back();
   }
   void release() { pins_.clear(); }
+  bool holds_pins() const { return !pins_.empty(); }
 
   const iovec* iov() const { return iov_.data(); }
   int count() const { return static_cast<int>(iov_.size()); }

@@ -4,6 +4,8 @@
 
 #include <fstream>
 
+#include "fs/plan_report.h"
+
 namespace dlfs::fs {
 
 uint64_t process_rss_bytes() {
@@ -45,6 +47,7 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed) {
       {"scan_s", d.scan_seconds()},
       {"skipped", {{"symlinks", sr.skipped_symlinks}, {"special", sr.skipped_special}, {"unreadable", sr.unreadable}}},
       {"load", load_json(d.load_progress())},
+      {"plan", plan_summary_json(d)},
   };
   if (detailed) {
     const auto& bc = d.source().counters();
@@ -60,6 +63,18 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed) {
                    {{"opens", rc.opens.load(std::memory_order_relaxed)},
                     {"requests", requests},
                     {"bytes", rc.bytes.load(std::memory_order_relaxed)}}}};
+    const auto& vc = d.view_counters();
+    j["views"]["epochs"] = {{"opens", vc.opens.load(std::memory_order_relaxed)},
+                            {"requests", vc.requests.load(std::memory_order_relaxed)},
+                            {"bytes", vc.bytes.load(std::memory_order_relaxed)}};
+    if (const cache::RoundPipeline* pipe = d.planner().pipeline()) {
+      nlohmann::json timeline = nlohmann::json::array();
+      for (const auto& e : pipe->timeline())
+        timeline.push_back({{"epoch", e.epoch}, {"round", e.round}, {"bytes", e.bytes},
+                            {"load_start_s", e.load_start_s}, {"load_end_s", e.load_end_s},
+                            {"first_read_s", e.first_read_s}, {"wait_s", e.wait_s}, {"failed", e.failed}});
+      j["rounds"] = {{"slot_bytes", pipe->slot_bytes()}, {"stalls", pipe->stalls()}, {"timeline", timeline}};
+    }
   }
   return j;
 }

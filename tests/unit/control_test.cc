@@ -48,6 +48,14 @@ class FakeDaemon : public ControlHandler {
     std::this_thread::sleep_for(verify_delay);
     return json{{"ok", true}};
   }
+  Result<json> plan(const json& args) override {
+    if (args.value("dataset", std::string()) == "nope") return Status(ENOENT, "no dataset named 'nope'");
+    return json{{"seed", 7}, {"epoch", args.value("epoch", 0)}};
+  }
+  Result<json> shuffle_report(const json& args, const ProgressFn& progress) override {
+    progress({{"epochs_done", 1}, {"epochs_total", 2}});
+    return json{{"epochs", args.value("epochs", 10)}};
+  }
   Status unmount() override {
     ++unmount_calls;
     return fail_unmount ? Status(EBUSY, "datasets still open") : Status::ok();
@@ -121,12 +129,27 @@ TEST_F(ControlTest, VerifyStreamsProgressBeforeTheResult) {
   EXPECT_NE(missing.status().message().find("nope"), std::string::npos);
 }
 
+TEST_F(ControlTest, PlanAndShuffleReportPassTheirArguments) {
+  auto server = start();
+  auto p = call({{"cmd", "plan"}, {"epoch", 3}});
+  ASSERT_TRUE(p.is_ok()) << p.status().message();
+  EXPECT_EQ((*p)["epoch"], 3);
+  auto missing = call({{"cmd", "plan"}, {"dataset", "nope"}});
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_EQ(missing.status().err(), ENOENT);
+  int progress = 0;
+  auto r = call({{"cmd", "shuffle-report"}, {"epochs", 4}}, [&](const json&) { ++progress; });
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ((*r)["epochs"], 4);
+  EXPECT_EQ(progress, 1);
+}
+
 TEST_F(ControlTest, BadRequestsGetErrorsAndTheServerKeepsServing) {
   auto server = start();
   auto unknown = call({{"cmd", "reboot"}});
   ASSERT_FALSE(unknown.is_ok());
   EXPECT_NE(unknown.status().message().find("unknown command 'reboot'"), std::string::npos);
-  EXPECT_NE(unknown.status().message().find("status, stats, verify, unmount"), std::string::npos);
+  EXPECT_NE(unknown.status().message().find("status, stats, verify, plan, shuffle-report, unmount"), std::string::npos);
   EXPECT_NE(raw("this is not json\n").find("bad request"), std::string::npos);
   EXPECT_NE(raw("[1,2,3]\n").find("bad request"), std::string::npos);
   EXPECT_NE(raw(std::string(kMaxControlLine + 10, 'x')).find("\"ok\":false"), std::string::npos);

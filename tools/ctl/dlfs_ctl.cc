@@ -57,8 +57,23 @@ int main(int argc, char** argv) {
   auto* stats = app.add_subcommand("stats", "Status plus bytes and requests served, memory vs backend, per view");
   auto* verify = app.add_subcommand("verify", "Check that every resident extent equals the backend (xxh3)");
   verify->add_option("--dataset", dataset, "Only this dataset");
+  uint64_t epoch = 0, world_size = 0, rank = 0, show = 10, epochs = 10;
+  auto* plan = app.add_subcommand(
+      "plan", "The epoch plan of a dataset: seed, remainder, rounds, shuffle ratio R and randomization level RL,\n"
+              "and the first samples rank --rank of --world-size reads in --epoch");
+  plan->add_option("--dataset", dataset, "Dataset (default: the first)");
+  plan->add_option("--epoch", epoch, "Epoch (default 0)");
+  plan->add_option("--world-size", world_size, "World size W (default: the dataset's world_size)")
+      ->check(CLI::Range(1, 65535));
+  plan->add_option("--rank", rank, "Rank (default 0)");
+  plan->add_option("--show", show, "How many sample ids to print (default 10)");
+  auto* report = app.add_subcommand(
+      "shuffle-report", "Measure the orders this configuration produces over --epochs epochs against a full\n"
+                        "shuffle and a constant order (position spread, neighbours kept, rank correlations)");
+  report->add_option("--dataset", dataset, "Dataset (default: the first)");
+  report->add_option("--epochs", epochs, "Epochs to measure (2..1000, default 10)")->check(CLI::Range(2, 1000));
   auto* unmount = app.add_subcommand("unmount", "Unmount and stop the daemon, and wait until it is gone");
-  for (auto* sub : {status, stats, verify, unmount}) sub->fallthrough();
+  for (auto* sub : {status, stats, verify, plan, report, unmount}) sub->fallthrough();
   CLI11_PARSE(app, argc, argv);
 
   auto path = find_socket(socket, mount);
@@ -69,16 +84,29 @@ int main(int argc, char** argv) {
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   std::string cmd = app.get_subcommands()[0]->get_name();
   nlohmann::json request = {{"cmd", cmd}};
-  if (cmd == "verify" && !dataset.empty()) request["dataset"] = dataset;
+  if (!dataset.empty()) request["dataset"] = dataset;
+  if (cmd == "plan") {
+    request["epoch"] = epoch;
+    request["rank"] = rank;
+    request["show"] = show;
+    if (world_size) request["world_size"] = world_size;
+  }
+  if (cmd == "shuffle-report") request["epochs"] = epochs;
 
   auto on_progress = [&](const nlohmann::json& p) {
     if (json_out) return;
+    if (cmd == "shuffle-report") {
+      std::fprintf(stderr, "shuffle-report: %llu/%llu epochs\r",
+                   static_cast<unsigned long long>(p.value("epochs_done", 0ull)),
+                   static_cast<unsigned long long>(p.value("epochs_total", 0ull)));
+      return;
+    }
     std::fprintf(stderr, "verify %s: %llu/%llu extents\r", p.value("dataset", std::string("?")).c_str(),
                  static_cast<unsigned long long>(p.value("extents_done", 0ull)),
                  static_cast<unsigned long long>(p.value("extents_total", 0ull)));
   };
   auto result = dlfs::control_call(*path, request, on_progress, timeout);
-  if (cmd == "verify" && !json_out) std::fprintf(stderr, "\n");
+  if ((cmd == "verify" || cmd == "shuffle-report") && !json_out) std::fprintf(stderr, "\n");
   if (!result) {
     std::fprintf(stderr, "dlfs-ctl %s: %s\n", cmd.c_str(), result.status().message().c_str());
     bool connection = result.status().message().rfind("cannot connect", 0) == 0;
@@ -107,6 +135,10 @@ int main(int argc, char** argv) {
     std::cout << dlfs::ctl::render_stats(*result);
   } else if (cmd == "verify") {
     std::cout << dlfs::ctl::render_verify(*result);
+  } else if (cmd == "plan") {
+    std::cout << dlfs::ctl::render_plan(*result);
+  } else if (cmd == "shuffle-report") {
+    std::cout << dlfs::ctl::render_shuffle_report(*result);
   }
   if (cmd == "verify" && !result->value("ok", false)) return kFailed;
   return kOk;

@@ -125,4 +125,58 @@ std::string render_verify(const json& r) {
   return out.str();
 }
 
+std::string render_plan(const json& p) {
+  std::ostringstream out;
+  out << "dataset " << get<std::string>(p, "name", "?") << ": " << get<uint64_t>(p, "samples", 0) << " samples\n";
+  const double rl = get<double>(p, "randomization_level", 0);
+  std::vector<std::vector<std::string>> rows = {
+      {"seed", std::to_string(get<uint64_t>(p, "seed", 0))},
+      {"remainder", get<std::string>(p, "remainder", "?")},
+      {"order", get<std::string>(p, "order", "?")},
+      {"shuffle ratio R", fmt("%.3f", get<double>(p, "shuffle_ratio", 0))},
+      {"rounds per epoch", std::to_string(get<uint64_t>(p, "rounds", 0))},
+      {"chunks", std::to_string(get<uint64_t>(p, "chunks", 0)) + " of " +
+                     format_size(get<uint64_t>(p, "round_chunk_bytes", 0))},
+      {"round memory", format_size(get<uint64_t>(p, "round_memory_bytes", 0))},
+      {"randomization level", fmt("%.2f%%", rl * 100)},
+      {"min randomization", fmt("%.2f%%", get<double>(p, "min_randomization", 0) * 100)},
+      {"epoch / world size / rank", std::to_string(get<uint64_t>(p, "epoch", 0)) + " / " +
+                                        std::to_string(get<uint64_t>(p, "world_size", 0)) + " / " +
+                                        std::to_string(get<uint64_t>(p, "rank", 0))},
+      {"samples per rank", std::to_string(get<uint64_t>(p, "samples_per_rank", 0))},
+      {"view", get<std::string>(p, "view", "?") + "{.tar,.bin,.index,/}"},
+  };
+  out << table(rows);
+  if (p.contains("first_samples") && !p["first_samples"].empty()) {
+    out << "first samples:";
+    for (const auto& id : p["first_samples"]) out << " " << id.get<uint64_t>();
+    out << "\n";
+  }
+  return out.str();
+}
+
+std::string render_shuffle_report(const json& r) {
+  std::ostringstream out;
+  out << "dataset " << get<std::string>(r, "name", "?") << ": " << get<uint64_t>(r, "samples", 0) << " samples, "
+      << get<uint64_t>(r, "epochs", 0) << " epochs measured, R = " << fmt("%.3f", get<double>(r, "shuffle_ratio", 0))
+      << ", " << get<uint64_t>(r, "rounds_per_epoch", 0) << " rounds per epoch, RL (eq. 1-5) = "
+      << fmt("%.2f%%", get<double>(r, "randomization_level", 0) * 100) << "\n";
+  static const std::vector<std::pair<const char*, const char*>> metrics = {
+      {"position_spread", "position spread (1 = uniform)"},
+      {"neighbours_adjacent", "neighbours kept adjacent"},
+      {"neighbours_within_1pct", "neighbours within 1% of the epoch"},
+      {"rank_correlation_canonical", "|rank corr.| with canonical order"},
+      {"rank_correlation_next_epoch", "|rank corr.| with next epoch"},
+  };
+  std::vector<std::vector<std::string>> rows = {{"metric", "this config", "full shuffle", "constant order"}};
+  for (const auto& [key, label] : metrics) {
+    auto cell = [&](const char* col) {
+      return r.contains(col) && r[col].contains(key) ? fmt("%.4f", r[col][key].get<double>()) : std::string("?");
+    };
+    rows.push_back({label, cell("this_config"), cell("full_shuffle"), cell("constant_order")});
+  }
+  out << table(rows);
+  return out.str();
+}
+
 }  // namespace dlfs::ctl

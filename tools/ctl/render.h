@@ -10,5 +10,7 @@ namespace dlfs::ctl {
 std::string render_status(const nlohmann::json& status);
 std::string render_stats(const nlohmann::json& stats);   // status plus served bytes and views
 std::string render_verify(const nlohmann::json& result);
+std::string render_plan(const nlohmann::json& plan);
+std::string render_shuffle_report(const nlohmann::json& report);
 
 }  // namespace dlfs::ctl
