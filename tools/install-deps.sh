@@ -11,7 +11,9 @@ packages=(
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libxxhash-dev
   libibverbs-dev rdma-core
   # tests
-  libgtest-dev libgmock-dev fuse3 python3 util-linux procps iproute2 lmdb-utils ucx-utils
+  libgtest-dev libgmock-dev fuse3 python3 util-linux procps iproute2 lmdb-utils ucx-utils tar
+  # the real client: PyTorch reading Fashion-MNIST through the epoch views
+  python3-torch python3-numpy dataset-fashion-mnist
   # benchmarks
   fio
 )
