@@ -232,6 +232,12 @@ void RoundPipeline::load(int i) {
   cv_.notify_all();
 }
 
+bool RoundPipeline::is_ready(uint64_t epoch, uint32_t round) const {
+  std::lock_guard lk(mu_);
+  int i = find(epoch, round);
+  return i >= 0 && slots_[i].state == Slot::State::ready;
+}
+
 std::vector<RoundEvent> RoundPipeline::timeline() const {
   std::lock_guard lk(mu_);
   return {events_.begin(), events_.end()};

@@ -75,6 +75,8 @@ class RoundPipeline {
   // reads from the backend instead when both slots are busy.
   Pin acquire(const std::shared_ptr<const EpochOrder>& order, uint32_t round, bool may_wait_for_slot = true);
 
+  // True if round `round` of `epoch` is loaded now (no pin: it may go soon).
+  bool is_ready(uint64_t epoch, uint32_t round) const;
   uint64_t slot_bytes() const { return slot_bytes_; }
   std::vector<RoundEvent> timeline() const;  // oldest first, at most kTimeline
   uint64_t stalls() const;                   // acquires that had to wait for a load

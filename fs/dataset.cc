@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include <spdlog/spdlog.h>
@@ -34,6 +35,13 @@ Result<std::unique_ptr<Dataset>> Dataset::open(const DatasetConfig& config, uint
   if (!planner) return planner.status();
   ds->planner_ = std::move(planner).value();
   if (auto s = ds->planner_->start_rounds(*ds->backend_, daemon.loader_threads); !s) return s.with_context(what);
+
+  // Read-ahead rings hold whole samples; larger ones bypass them.
+  uint64_t largest = 0;
+  for (uint64_t i = 0; i < ds->manifest_.sample_count(); ++i)
+    largest = std::max(largest, ds->manifest_.sample(i).length);
+  ds->ring_slot_bytes_ = static_cast<size_t>(std::clamp<uint64_t>(largest, 512, 1 << 20));
+  ds->prefetcher_ = std::make_unique<cache::Prefetcher>(2);
 
   cache::StorageOptions so;
   so.extent_size = daemon.extent_size;

@@ -12,6 +12,7 @@
 #include "cache/backend_reader.h"
 #include "cache/byte_source.h"
 #include "cache/loader.h"
+#include "cache/read_ring.h"
 #include "cache/storage_buffer.h"
 #include "fs/config.h"
 #include "fs/planner.h"
@@ -25,6 +26,8 @@ struct ViewCounters {
   std::atomic<uint64_t> opens{0};
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> bytes{0};
+  std::atomic<uint64_t> ring_hits{0};     // non-resident samples served from a read-ahead ring
+  std::atomic<uint64_t> backend_reads{0}; // non-resident samples the reader read itself
 };
 
 class Dataset {
@@ -52,6 +55,8 @@ class Dataset {
   ViewCounters& raw_counters() const { return raw_counters_; }
   ViewCounters& view_counters() const { return view_counters_; }
   const Planner& planner() const { return *planner_; }
+  cache::Prefetcher& prefetcher() const { return *prefetcher_; }
+  size_t ring_slot_bytes() const { return ring_slot_bytes_; }  // largest sample, at most 1 MiB
   ViewRegistry& views() const { return views_; }
   // Memory this dataset costs beyond the resident bytes (manifest and tables).
   uint64_t metadata_bytes() const;
@@ -68,6 +73,8 @@ class Dataset {
   std::unique_ptr<cache::Loader> loader_;
   std::unique_ptr<cache::ByteSource> source_;
   std::unique_ptr<Planner> planner_;  // after backend_: its round buffers read through it
+  std::unique_ptr<cache::Prefetcher> prefetcher_;  // after planner_: stops first
+  size_t ring_slot_bytes_ = 4096;
   mutable ViewCounters raw_counters_;
   mutable ViewCounters view_counters_;
   mutable ViewRegistry views_;

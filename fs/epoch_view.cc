@@ -76,7 +76,7 @@ std::string EpochView::entry_name(uint64_t k) const {
   return pos + escape_entry(member_name(k));
 }
 
-Status EpochView::add_sample(uint64_t k, uint64_t from, uint64_t n, ReplyGather& out) const {
+Status EpochView::add_sample(uint64_t k, uint64_t from, uint64_t n, ReplyGather& out, cache::ReadRing* ring) const {
   if (n == 0) return Status::ok();
   const auto& m = ds_.manifest();
   const uint64_t s = sample_at(k);
@@ -105,10 +105,46 @@ Status EpochView::add_sample(uint64_t k, uint64_t from, uint64_t n, ReplyGather&
     }
   }
   std::byte* dst = out.alloc(n);
+  auto& c = ds_.view_counters();
+  if (ring && ring->take(k, from, n, dst)) {
+    c.ring_hits.fetch_add(1, std::memory_order_relaxed);
+    return Status::ok();
+  }
+  c.backend_reads.fetch_add(1, std::memory_order_relaxed);
   return ds_.backend().read(begin, std::span<std::byte>(dst, n));
 }
 
-Status EpochView::read_tar(uint64_t offset, uint64_t size, ReplyGather& out) const {
+bool EpochView::resident(uint64_t k) const {
+  const auto& m = ds_.manifest();
+  const uint64_t s = sample_at(k);
+  const Planner& p = ds_.planner();
+  if (cache::RoundPipeline* pipe = p.pipeline()) return pipe->is_ready(key_.epoch, order_->round_of(position(k)));
+  const auto& b = ds_.buffer();
+  const uint64_t begin = m.sample_data_offset(s), len = m.sample(s).length;
+  if (len == 0) return true;
+  for (uint64_t e = b.extent_of(begin); e <= b.extent_of(begin + len - 1); ++e)
+    if (b.state(e) != cache::ExtentState::resident) return false;
+  return true;
+}
+
+std::shared_ptr<cache::ReadRing> EpochView::make_ring() const {
+  const size_t slot = ds_.ring_slot_bytes();
+  const size_t slots = std::clamp<size_t>((8u << 20) / std::max<size_t>(slot, 1), 8, 256);
+  auto self = shared_from_this();  // the ring's callbacks keep the view alive
+  auto ring = std::make_shared<cache::ReadRing>(
+      slots, slot, count_,
+      [self](uint64_t k, std::byte* dst, size_t cap, size_t& len) -> Status {
+        len = self->sample_length(k);
+        if (len > cap) return Status(EFBIG, "sample larger than a ring slot");
+        const auto& m = self->ds_.manifest();
+        return self->ds_.backend().read(m.sample_data_offset(self->sample_at(k)), std::span<std::byte>(dst, len));
+      },
+      [self](uint64_t k) { return !self->resident(k); });
+  ds_.prefetcher().add(ring);
+  return ring;
+}
+
+Status EpochView::read_tar(uint64_t offset, uint64_t size, ReplyGather& out, cache::ReadRing* ring) const {
   const uint64_t total = tar_size();
   if (offset >= total) return Status::ok();
   uint64_t end = std::min(total, offset + size);
@@ -116,6 +152,10 @@ Status EpochView::read_tar(uint64_t offset, uint64_t size, ReplyGather& out) con
   // The member holding `pos`: O(log n), so a seek anywhere is cheap.
   uint64_t k = static_cast<uint64_t>(std::upper_bound(member_begin_.begin(), member_begin_.end(), pos) -
                                      member_begin_.begin()) - 1;
+  if (ring) {
+    ring->advance(k);
+    ds_.prefetcher().wake();
+  }
   std::byte header[4096];
   while (pos < end && k < count_) {
     const uint64_t mb = member_begin_[k];
@@ -137,7 +177,7 @@ Status EpochView::read_tar(uint64_t offset, uint64_t size, ReplyGather& out) con
     }
     if (pos < end && pos < data_end) {  // sample bytes
       const uint64_t n = std::min(end, data_end) - pos;
-      DLFS_RETURN_IF_ERROR(add_sample(k, pos - data_begin, n, out));
+      DLFS_RETURN_IF_ERROR(add_sample(k, pos - data_begin, n, out, ring));
       pos += n;
     }
     if (pos < end && pos < member_end) {  // padding to 512
@@ -155,13 +195,17 @@ Status EpochView::read_tar(uint64_t offset, uint64_t size, ReplyGather& out) con
   return Status::ok();
 }
 
-Status EpochView::read_bin(uint64_t offset, uint64_t size, ReplyGather& out) const {
+Status EpochView::read_bin(uint64_t offset, uint64_t size, ReplyGather& out, cache::ReadRing* ring) const {
   const uint64_t rec = ds_.manifest().options().record_size;
   const uint64_t end = std::min(bin_size(), offset + size);
+  if (ring && offset < end) {
+    ring->advance(offset / rec);
+    ds_.prefetcher().wake();
+  }
   for (uint64_t pos = offset; pos < end;) {
     const uint64_t k = pos / rec, in = pos % rec;
     const uint64_t n = std::min(end - pos, rec - in);
-    DLFS_RETURN_IF_ERROR(add_sample(k, in, n, out));
+    DLFS_RETURN_IF_ERROR(add_sample(k, in, n, out, ring));
     pos += n;
   }
   return Status::ok();

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cache/epoch_plan.h"
+#include "cache/read_ring.h"
 #include "cache/round_plan.h"
 #include "common/status.h"
 #include "fs/reply_gather.h"
@@ -29,7 +30,7 @@ struct ViewKey {
   bool operator==(const ViewKey&) const = default;
 };
 
-class EpochView {
+class EpochView : public std::enable_shared_from_this<EpochView> {
  public:
   // Builds the view's order and tar layout: O(samples in the view).
   static Result<std::shared_ptr<const EpochView>> build(const Dataset& ds, ViewKey key);
@@ -47,9 +48,16 @@ class EpochView {
   uint64_t sample_length(uint64_t k) const;
 
   // Each reads up to `size` bytes at `offset` into `out` (short at the end).
-  Status read_tar(uint64_t offset, uint64_t size, ReplyGather& out) const;
-  Status read_bin(uint64_t offset, uint64_t size, ReplyGather& out) const;
+  // `ring` is the open stream's read-ahead (may be null): samples that are
+  // not resident come from it when it has them.
+  Status read_tar(uint64_t offset, uint64_t size, ReplyGather& out, cache::ReadRing* ring) const;
+  Status read_bin(uint64_t offset, uint64_t size, ReplyGather& out, cache::ReadRing* ring) const;
   Status read_entry(uint64_t k, uint64_t offset, uint64_t size, ReplyGather& out) const;
+  // A read-ahead ring for one open stream of this view, registered with the
+  // dataset's prefetcher.
+  std::shared_ptr<cache::ReadRing> make_ring() const;
+  // Whether position k's bytes are resident right now (no ring needed).
+  bool resident(uint64_t k) const;
   std::string index_text() const;
   std::string xattr(const std::string& name) const;  // "" if not one of ours
   static const std::vector<std::string>& xattr_names();
@@ -57,7 +65,7 @@ class EpochView {
  private:
   EpochView(const Dataset& ds, ViewKey key) : ds_(ds), key_(key) {}
   // Appends bytes [from, from + n) of position k's sample.
-  Status add_sample(uint64_t k, uint64_t from, uint64_t n, ReplyGather& out) const;
+  Status add_sample(uint64_t k, uint64_t from, uint64_t n, ReplyGather& out, cache::ReadRing* ring = nullptr) const;
 
   const Dataset& ds_;
   ViewKey key_;

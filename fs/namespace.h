@@ -47,6 +47,7 @@ struct OpenResult {
   std::shared_ptr<const std::string> snapshot;  // generated content, if any
   std::shared_ptr<const EpochView> view;        // an epoch view's tar, bin or entry
   NodeKind view_kind = NodeKind::root;
+  std::shared_ptr<cache::ReadRing> ring;        // tar/bin: this stream's read-ahead
   uint64_t entry = 0;                           // view_entry: the position
 };
 

@@ -171,6 +171,7 @@ Result<OpenResult> Namespace::view_open(const NodeId& n) const {
   r.view = *v;
   r.view_kind = n.kind;
   r.entry = n.index & kMaxEntryPosition;
+  if (n.kind == NodeKind::view_tar || n.kind == NodeKind::view_bin) r.ring = (*v)->make_ring();
   if (n.kind == NodeKind::view_entry && r.entry >= (*v)->count()) return not_found();
   return r;
 }
@@ -179,8 +180,8 @@ Status Namespace::read_view(const OpenResult& f, uint64_t offset, uint64_t size,
   out.reset(size);
   Status s;
   switch (f.view_kind) {
-    case NodeKind::view_tar: s = f.view->read_tar(offset, size, out); break;
-    case NodeKind::view_bin: s = f.view->read_bin(offset, size, out); break;
+    case NodeKind::view_tar: s = f.view->read_tar(offset, size, out, f.ring.get()); break;
+    case NodeKind::view_bin: s = f.view->read_bin(offset, size, out, f.ring.get()); break;
     case NodeKind::view_entry: s = f.view->read_entry(f.entry, offset, size, out); break;
     default: return Status(EINVAL, "not an epoch view");
   }

@@ -66,7 +66,9 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed) {
     const auto& vc = d.view_counters();
     j["views"]["epochs"] = {{"opens", vc.opens.load(std::memory_order_relaxed)},
                             {"requests", vc.requests.load(std::memory_order_relaxed)},
-                            {"bytes", vc.bytes.load(std::memory_order_relaxed)}};
+                            {"bytes", vc.bytes.load(std::memory_order_relaxed)},
+                            {"readahead_hits", vc.ring_hits.load(std::memory_order_relaxed)},
+                            {"backend_reads", vc.backend_reads.load(std::memory_order_relaxed)}};
     if (const cache::RoundPipeline* pipe = d.planner().pipeline()) {
       nlohmann::json timeline = nlohmann::json::array();
       for (const auto& e : pipe->timeline())

@@ -56,6 +56,15 @@ ratio=$(stat_field "$WORK/mnt" 's["datasets"][0]["plan"]["shuffle_ratio"]')
   --samples 6007 --epochs 0 --world-sizes 3 --threads 2 >/dev/null || fail "views with R from the budget"
 stop_daemon "$DAEMON_PID" "$WORK/mnt"
 
+# Nothing resident (budget 0): streams are fed by their read-ahead rings.
+start_daemon "$WORK/mnt" "$WORK/zero.log" "${common[@]}" --memory-budget 0
+"$PYTHON" "$CHECK" "$WORK/mnt" c "$WORK/fixed" --format fixed --record-size 3073 --header-bytes 16 \
+  --samples 6007 --epochs 0 --world-sizes 2 --threads 2 >/dev/null || fail "views with nothing resident"
+hits=$(stat_field "$WORK/mnt" 's["datasets"][0]["views"]["epochs"]["readahead_hits"]')
+[ "$hits" -gt 1000 ] || fail "read-ahead served only $hits samples of a sequential stream"
+log "read-ahead: $hits samples from the rings, $(stat_field "$WORK/mnt" 's["datasets"][0]["views"]["epochs"]["backend_reads"]') read by the reader"
+stop_daemon "$DAEMON_PID" "$WORK/mnt"
+
 # Demanding more randomness than the memory allows: refused, naming the memory.
 rc=0
 out=$(timeout 30 "$DLFSD" --mountpoint "$WORK/mnt" --control-socket "$WORK/x.sock" "${common[@]}" \
