@@ -144,9 +144,9 @@ std::string render_plan(const json& p) {
                                         std::to_string(get<uint64_t>(p, "world_size", 0)) + " / " +
                                         std::to_string(get<uint64_t>(p, "rank", 0))},
       {"samples per rank", std::to_string(get<uint64_t>(p, "samples_per_rank", 0))},
-      {"view", get<std::string>(p, "view", "?") + "{.tar,.bin,.index,/}"},
+      {"view", get<std::string>(p, "view", "?") + ".tar (also .index, / and, fixed records, .bin)"},
   };
-  out << table(rows);
+  for (const auto& r : rows) out << "  " << r[0] << std::string(28 - std::min<size_t>(27, r[0].size()), ' ') << r[1] << "\n";
   if (p.contains("first_samples") && !p["first_samples"].empty()) {
     out << "first samples:";
     for (const auto& id : p["first_samples"]) out << " " << id.get<uint64_t>();
