@@ -77,6 +77,22 @@ void ReadRing::fill(size_t slot) {
   filled_.notify_all();
 }
 
+bool ReadRing::ready(uint64_t k) const {
+  std::lock_guard lk(mu_);
+  const Slot& s = slots_[k % slots_.size()];
+  return s.k == k && s.tag == Tag::ready;
+}
+
+void ReadRing::wait_fill(std::chrono::milliseconds timeout) {
+  std::unique_lock lk(mu_);
+  filled_.wait_for(lk, timeout);
+}
+
+uint64_t ReadRing::window_end() const {
+  std::lock_guard lk(mu_);
+  return reader_ + slots_.size();
+}
+
 uint64_t ReadRing::hits() const {
   std::lock_guard lk(mu_);
   return hits_;

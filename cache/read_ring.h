@@ -19,6 +19,7 @@
 // Lock order: Prefetcher::mu_ before ReadRing::mu_.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -54,6 +55,10 @@ class ReadRing {
   bool claim(uint64_t& k, size_t& slot);
   void fill(size_t slot);  // runs fetch() for a claimed slot, publishes the tag
 
+  bool ready(uint64_t k) const;  // position k is fetched and waiting in the ring
+  // Waits until a slot is filled or `timeout` passes (opportunistic streams).
+  void wait_fill(std::chrono::milliseconds timeout);
+  uint64_t window_end() const;   // the reader's position + slots: what may be prefetched
   uint64_t hits() const;    // takes served from the ring
   uint64_t misses() const;  // takes that read the backend themselves
 

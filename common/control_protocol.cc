@@ -96,10 +96,12 @@ Result<nlohmann::json> control_call(const std::string& socket_path, const nlohma
                                      : " (is dlfsd running for this mountpoint?)";
     return Status(err, what + ": " + std::strerror(err) + hint);
   }
-  DLFS_RETURN_IF_ERROR(write_line(fd.get(), request.dump()));
+  // The daemon may refuse (and close) before reading the request: a failed
+  // write then still leaves its reply to read, which says why.
+  Status sent = write_line(fd.get(), request.dump());
   std::string pending, line;
   for (;;) {
-    DLFS_RETURN_IF_ERROR(read_line(fd.get(), pending, line, timeout));
+    if (Status got = read_line(fd.get(), pending, line, timeout); !got.is_ok()) return sent.is_ok() ? got : sent;
     nlohmann::json msg = nlohmann::json::parse(line, nullptr, false);
     if (msg.is_discarded() || !msg.is_object()) return Status(EPROTO, "malformed reply from dlfsd: " + line.substr(0, 200));
     if (msg.contains("progress")) {

@@ -132,7 +132,7 @@ Status parse_dataset(const toml::table& t, const std::string& origin, size_t ind
   DLFS_RETURN_IF_ERROR(check_keys(t, where,
                                   {"name", "backend", "format", "record_size", "header_bytes", "seed", "remainder",
                                    "shuffle_ratio", "round_chunk", "min_randomization", "world_size",
-                                   "epochs_listed"},
+                                   "epochs_listed", "order", "opportunistic_window"},
                                   origin));
   DatasetConfig d;
   DLFS_RETURN_IF_ERROR(get_string(t, origin, where, "name", d.name));
@@ -150,6 +150,12 @@ Status parse_dataset(const toml::table& t, const std::string& origin, size_t ind
     d.plan.seed = static_cast<uint64_t>(*v);
   }
   DLFS_RETURN_IF_ERROR(get_string(t, origin, where, "remainder", d.plan.remainder));
+  DLFS_RETURN_IF_ERROR(get_string(t, origin, where, "order", d.plan.order));
+  if (const toml::node* n = t.get("opportunistic_window")) {
+    auto v = n->value_exact<int64_t>();
+    if (!v || *v < 1) return type_error(origin, where, "opportunistic_window", "a positive integer");
+    d.plan.opportunistic_window = static_cast<uint64_t>(*v);
+  }
   DLFS_RETURN_IF_ERROR(get_double(t, origin, where, "shuffle_ratio", d.plan.shuffle_ratio));
   DLFS_RETURN_IF_ERROR(get_size(t, origin, where, "round_chunk", d.plan.round_chunk));
   DLFS_RETURN_IF_ERROR(get_double(t, origin, where, "min_randomization", d.plan.min_randomization));
@@ -228,6 +234,8 @@ Status validate_config(const DaemonConfig& c) {
     const std::string ds = "dataset '" + d.name + "': ";
     if (d.plan.remainder != "pad" && d.plan.remainder != "drop")
       return Status(EINVAL, ds + "remainder '" + d.plan.remainder + "' is not \"pad\" or \"drop\"");
+    if (d.plan.order != "ordered" && d.plan.order != "opportunistic")
+      return Status(EINVAL, ds + "order '" + d.plan.order + "' is not \"ordered\" or \"opportunistic\"");
     if (d.plan.shuffle_ratio < 0 || d.plan.shuffle_ratio > 1)
       return Status(EINVAL, ds + "shuffle_ratio " + std::to_string(d.plan.shuffle_ratio) +
                                 " is not in (0, 1] (0 or absent: from the memory budget)");

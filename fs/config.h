@@ -8,7 +8,8 @@
 //             loader_threads, read_size
 //   [[dataset]]  name (required), backend (required), format ("files"|"fixed"),
 //             record_size, header_bytes, seed, remainder ("pad"|"drop"),
-//             shuffle_ratio, round_chunk, min_randomization, world_size, epochs_listed
+//             shuffle_ratio, round_chunk, min_randomization, world_size, epochs_listed,
+//             order ("ordered"|"opportunistic"), opportunistic_window
 //
 // Unknown keys are errors that name the key and list the valid ones: a typo
 // must not silently fall back to a default.
@@ -32,6 +33,8 @@ struct PlanConfig {
   double min_randomization = 0;      // refuse to start below this RL (0..1)
   uint32_t world_size = 1;           // W shown in listings (any W can be looked up)
   uint32_t epochs_listed = 1;        // epochs shown in listings (any epoch can be looked up)
+  std::string order = "ordered";     // "ordered" | "opportunistic" (tar streams, DeepIO-Opp)
+  uint64_t opportunistic_window = 256;  // samples a stream may look ahead for a ready one
 };
 
 struct DatasetConfig {

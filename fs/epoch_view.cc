@@ -144,24 +144,29 @@ std::shared_ptr<cache::ReadRing> EpochView::make_ring() const {
   return ring;
 }
 
-Status EpochView::read_tar(uint64_t offset, uint64_t size, ReplyGather& out, cache::ReadRing* ring) const {
+Status EpochView::read_tar(uint64_t offset, uint64_t size, ReplyGather& out, cache::ReadRing* ring,
+                           const MemberOrder* served) const {
+  // Member j of the stream is planned position k_of(j) and starts at begin[j]:
+  // the planned order itself, or an opportunistic stream's served order.
+  const std::vector<uint64_t>& begin = served ? served->begin : member_begin_;
+  auto k_of = [&](uint64_t j) { return served ? served->planned[j] : j; };
   const uint64_t total = tar_size();
   if (offset >= total) return Status::ok();
   uint64_t end = std::min(total, offset + size);
   uint64_t pos = offset;
   // The member holding `pos`: O(log n), so a seek anywhere is cheap.
-  uint64_t k = static_cast<uint64_t>(std::upper_bound(member_begin_.begin(), member_begin_.end(), pos) -
-                                     member_begin_.begin()) - 1;
-  if (ring) {
-    ring->advance(k);
+  uint64_t j = static_cast<uint64_t>(std::upper_bound(begin.begin(), begin.end(), pos) - begin.begin()) - 1;
+  if (ring && !served) {  // an opportunistic stream advances its ring itself
+    ring->advance(k_of(std::min(j, count_ ? count_ - 1 : 0)));
     ds_.prefetcher().wake();
   }
   std::byte header[4096];
-  while (pos < end && k < count_) {
-    const uint64_t mb = member_begin_[k];
+  while (pos < end && j < count_) {
+    const uint64_t k = k_of(j);
+    const uint64_t mb = begin[j];
     const std::string name = member_name(k);
     const uint64_t hb = tar_header_bytes(name), len = sample_length(k);
-    const uint64_t data_begin = mb + hb, data_end = data_begin + len, member_end = member_begin_[k + 1];
+    const uint64_t data_begin = mb + hb, data_end = data_begin + len, member_end = mb + tar_member_bytes(name, len);
     if (pos < data_begin) {  // header bytes, generated
       std::vector<std::byte> big;
       std::byte* h = header;
@@ -185,7 +190,7 @@ Status EpochView::read_tar(uint64_t offset, uint64_t size, ReplyGather& out, cac
       out.add_ref(kZeros, n);
       pos += n;
     }
-    if (pos >= member_end) ++k;
+    if (pos >= member_end) ++j;
   }
   while (pos < end) {  // the two zero blocks that end the archive
     const uint64_t n = std::min<uint64_t>(end - pos, kTarBlock);
@@ -222,7 +227,7 @@ std::string EpochView::index_text() const {
   std::string t = "# dlfs view dataset=" + ds_.name() + " epoch=" + std::to_string(key_.epoch) +
                   " world_size=" + std::to_string(key_.world_size) + " rank=" + std::to_string(key_.rank) +
                   " samples=" + std::to_string(count_) + " seed=" + std::to_string(p.seed()) +
-                  " remainder=" + p.remainder_name() + " order=ordered rounds=" +
+                  " remainder=" + p.remainder_name() + " order=" + p.order_name() + " rounds=" +
                   std::to_string(order_->rounds.size()) + " shuffle_ratio=" + fmt_double(p.ratio()) +
                   " rl=" + fmt_double(p.randomization_level()) + "\n";
   t.reserve(t.size() + count_ * 48);
@@ -257,7 +262,7 @@ std::string EpochView::xattr(const std::string& name) const {
   if (name == "user.dlfs.rank") return std::to_string(key_.rank);
   if (name == "user.dlfs.samples") return std::to_string(count_);
   if (name == "user.dlfs.remainder") return p.remainder_name();
-  if (name == "user.dlfs.order") return "ordered";
+  if (name == "user.dlfs.order") return p.order_name();
   if (name == "user.dlfs.rounds") return std::to_string(order_->rounds.size());
   if (name == "user.dlfs.shuffle_ratio") return fmt_double(p.ratio());
   if (name == "user.dlfs.rl") return fmt_double(p.randomization_level());

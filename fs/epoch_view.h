@@ -23,6 +23,14 @@ namespace dlfs::fs {
 
 class Dataset;
 
+// An order of a view's members other than the planned one (an opportunistic
+// stream's): member j is planned position planned[j] and starts at begin[j]
+// in the tar stream; begin has one more entry than planned (the end).
+struct MemberOrder {
+  std::vector<uint64_t> planned;
+  std::vector<uint64_t> begin;
+};
+
 struct ViewKey {
   uint32_t epoch = 0;
   uint32_t world_size = 1;
@@ -50,7 +58,10 @@ class EpochView : public std::enable_shared_from_this<EpochView> {
   // Each reads up to `size` bytes at `offset` into `out` (short at the end).
   // `ring` is the open stream's read-ahead (may be null): samples that are
   // not resident come from it when it has them.
-  Status read_tar(uint64_t offset, uint64_t size, ReplyGather& out, cache::ReadRing* ring) const;
+  // `served` (opportunistic streams) must cover every member the range touches.
+  Status read_tar(uint64_t offset, uint64_t size, ReplyGather& out, cache::ReadRing* ring,
+                  const MemberOrder* served = nullptr) const;
+  uint64_t member_bytes(uint64_t k) const { return member_begin_[k + 1] - member_begin_[k]; }
   Status read_bin(uint64_t offset, uint64_t size, ReplyGather& out, cache::ReadRing* ring) const;
   Status read_entry(uint64_t k, uint64_t offset, uint64_t size, ReplyGather& out) const;
   // A read-ahead ring for one open stream of this view, registered with the

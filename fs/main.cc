@@ -38,7 +38,8 @@ int main(int argc, char** argv) {
   std::optional<uint64_t> seed;
   std::optional<double> shuffle_ratio, min_randomization;
   std::optional<uint32_t> world_size, epochs_listed;
-  std::string remainder, round_chunk;
+  std::string remainder, round_chunk, order;
+  std::optional<uint64_t> window;
   app.add_option("-c,--config", config_path, "TOML config file")->check(CLI::ExistingFile);
   app.add_option("-m,--mountpoint", mountpoint, "Where to mount (an existing, empty directory)");
   app.add_option("-b,--backend", backend, "Dataset directory on backend storage (one-dataset mode)");
@@ -63,6 +64,12 @@ int main(int argc, char** argv) {
   app.add_option("--round-chunk", round_chunk, "Unit rounds are built and loaded in (default 1MiB)");
   app.add_option("--min-randomization", min_randomization, "Refuse to start if the randomization level is below this")
       ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--order", order,
+                 "ordered (exactly the plan, default) or opportunistic (tar streams yield whichever of the next "
+                 "--opportunistic-window planned samples is ready first)")
+      ->check(CLI::IsMember({"ordered", "opportunistic"}));
+  app.add_option("--opportunistic-window", window, "Samples an opportunistic stream may look ahead (default 256)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
   app.add_option("--world-size", world_size, "World size shown in epoch listings (default 1)")
       ->check(CLI::Range(1, 65535));
   app.add_option("--epochs-listed", epochs_listed, "Epochs shown in listings (default 1; any can be opened)")
@@ -117,10 +124,12 @@ int main(int argc, char** argv) {
     if (min_randomization) d.plan.min_randomization = *min_randomization;
     if (world_size) d.plan.world_size = *world_size;
     if (epochs_listed) d.plan.epochs_listed = *epochs_listed;
+    if (!order.empty()) d.plan.order = order;
+    if (window) d.plan.opportunistic_window = *window;
     config.datasets.push_back(std::move(d));
   } else if (!name.empty() || !format.empty() || !record_size.empty() || !header_bytes.empty() || seed ||
              !remainder.empty() || shuffle_ratio || !round_chunk.empty() || min_randomization || world_size ||
-             epochs_listed) {
+             epochs_listed || !order.empty() || window) {
     return fail(dlfs::Status(EINVAL,
                              "--name, --format, --record-size, --header-bytes and the plan flags need --backend "
                              "(with --config, set them in the [[dataset]] section)"));

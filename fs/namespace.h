@@ -26,6 +26,7 @@
 #include "cache/byte_source.h"
 #include "common/status.h"
 #include "fs/dataset.h"
+#include "fs/opportunistic_stream.h"
 #include "fs/reply_gather.h"
 #include "fs/inode.h"
 
@@ -48,6 +49,7 @@ struct OpenResult {
   std::shared_ptr<const EpochView> view;        // an epoch view's tar, bin or entry
   NodeKind view_kind = NodeKind::root;
   std::shared_ptr<cache::ReadRing> ring;        // tar/bin: this stream's read-ahead
+  std::shared_ptr<OpportunisticStream> opportunistic;  // tar in opportunistic order
   uint64_t entry = 0;                           // view_entry: the position
 };
 

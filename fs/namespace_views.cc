@@ -172,6 +172,16 @@ Result<OpenResult> Namespace::view_open(const NodeId& n) const {
   r.view_kind = n.kind;
   r.entry = n.index & kMaxEntryPosition;
   if (n.kind == NodeKind::view_tar || n.kind == NodeKind::view_bin) r.ring = (*v)->make_ring();
+  if (n.kind == NodeKind::view_tar && ds->planner().opportunistic()) {
+    // Each open may order the stream differently: no page cache for it.
+    r.keep_cache = false;
+    r.direct_io = true;
+    auto view = *v;
+    auto ring = r.ring;
+    r.opportunistic = std::make_shared<OpportunisticStream>(
+        view, ring, ds->planner().config().opportunistic_window,
+        [view, ring](uint64_t k) { return view->resident(k) || ring->ready(k); });
+  }
   if (n.kind == NodeKind::view_entry && r.entry >= (*v)->count()) return not_found();
   return r;
 }
@@ -180,7 +190,9 @@ Status Namespace::read_view(const OpenResult& f, uint64_t offset, uint64_t size,
   out.reset(size);
   Status s;
   switch (f.view_kind) {
-    case NodeKind::view_tar: s = f.view->read_tar(offset, size, out, f.ring.get()); break;
+    case NodeKind::view_tar:
+      s = f.opportunistic ? f.opportunistic->read(offset, size, out) : f.view->read_tar(offset, size, out, f.ring.get());
+      break;
     case NodeKind::view_bin: s = f.view->read_bin(offset, size, out, f.ring.get()); break;
     case NodeKind::view_entry: s = f.view->read_entry(f.entry, offset, size, out); break;
     default: return Status(EINVAL, "not an epoch view");

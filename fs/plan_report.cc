@@ -19,7 +19,8 @@ nlohmann::json plan_summary_json(const Dataset& ds) {
   const Planner& p = ds.planner();
   return {{"seed", p.seed()},
           {"remainder", p.remainder_name()},
-          {"order", "ordered"},
+          {"order", p.order_name()},
+          {"opportunistic_window", p.config().opportunistic_window},
           {"shuffle_ratio", p.ratio()},
           {"rounds_per_epoch", p.rounds_per_epoch()},
           {"chunks", p.shape().chunk_count()},

@@ -32,6 +32,8 @@ class Planner {
 
   uint64_t seed() const { return seed_; }
   cache::Remainder remainder() const { return remainder_; }
+  bool opportunistic() const { return config_.order == "opportunistic"; }
+  const char* order_name() const { return opportunistic() ? "opportunistic" : "ordered"; }
   const char* remainder_name() const { return remainder_ == cache::Remainder::pad ? "pad" : "drop"; }
   const cache::PlanShape& shape() const { return shape_; }
   bool rounds() const { return !shape_.single_round(); }

@@ -1,0 +1,60 @@
+#include "fs/opportunistic_stream.h"
+
+#include <algorithm>
+
+#include "fs/dataset.h"
+
+namespace dlfs::fs {
+
+OpportunisticStream::OpportunisticStream(std::shared_ptr<const EpochView> view, std::shared_ptr<cache::ReadRing> ring,
+                                         uint64_t window, Ready ready)
+    : view_(std::move(view)), ring_(std::move(ring)), window_(std::max<uint64_t>(1, window)), ready_(std::move(ready)) {
+  taken_.assign(view_->count(), false);
+  order_.begin.push_back(0);
+}
+
+void OpportunisticStream::decide_through(uint64_t byte_end) {
+  const uint64_t n = view_->count();
+  while (order_.planned.size() < n && order_.begin.back() < byte_end) {
+    // The first ready sample among the next `window` planned ones not yet
+    // served. If none is ready and the ring is fetching them, wait a little
+    // for whichever lands first; otherwise take the earliest planned one (the
+    // request then reads it itself).
+    const uint64_t limit = std::min(n, low_ + window_);
+    uint64_t pick = n;
+    for (int attempt = 0; pick == n; ++attempt) {
+      for (uint64_t k = low_; k < limit; ++k)
+        if (!taken_[k] && ready_(k)) {
+          pick = k;
+          break;
+        }
+      if (pick != n) break;
+      if (!ring_ || attempt == kMaxWaits || low_ >= ring_->window_end()) {
+        pick = low_;
+        break;
+      }
+      ring_->wait_fill(std::chrono::milliseconds(10));
+    }
+    taken_[pick] = true;
+    order_.planned.push_back(pick);
+    order_.begin.push_back(order_.begin.back() + view_->member_bytes(pick));
+    while (low_ < n && taken_[low_]) ++low_;
+  }
+}
+
+Status OpportunisticStream::read(uint64_t offset, uint64_t size, ReplyGather& out) {
+  std::lock_guard lk(mu_);
+  if (ring_) {
+    ring_->advance(low_);  // prefetch from the earliest sample still owed
+    view_->dataset().prefetcher().wake();
+  }
+  decide_through(offset + size);
+  return view_->read_tar(offset, size, out, ring_.get(), &order_);
+}
+
+std::vector<uint64_t> OpportunisticStream::served() const {
+  std::lock_guard lk(mu_);
+  return order_.planned;
+}
+
+}  // namespace dlfs::fs
