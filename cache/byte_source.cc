@@ -6,6 +6,16 @@
 namespace dlfs::cache {
 namespace {
 
+// Where the residency of the byte space may change after `pos`: the end of
+// pos's extent inside this node's stripe, else the stripe's edge (other
+// nodes' bytes are never resident here).
+uint64_t next_boundary(const StorageBuffer& b, uint64_t pos) {
+  if (pos < b.range_begin()) return b.range_begin();
+  if (pos >= b.range_end()) return UINT64_MAX;
+  uint64_t e = b.extent_of(pos);
+  return b.extent_begin(e) + b.extent_length(e);
+}
+
 // Calls fn(pos, n, mem) for the maximal runs of [off, off + len) whose
 // extents are all resident (mem points at pos in the buffer) or all not
 // (mem == nullptr). Consecutive resident extents are contiguous in the one
@@ -19,8 +29,7 @@ bool for_each_run(const StorageBuffer& b, uint64_t off, uint64_t len, Fn&& fn) {
     const std::byte* mem = b.resident_ptr(pos);
     uint64_t run_end = pos;
     do {
-      uint64_t e = b.extent_of(run_end);
-      run_end = std::min(end, b.extent_begin(e) + b.extent_length(e));
+      run_end = std::min(end, next_boundary(b, run_end));
     } while (run_end < end && (b.resident_ptr(run_end) != nullptr) == (mem != nullptr));
     if (!fn(pos, run_end - pos, mem)) return false;
     pos = run_end;
@@ -60,11 +69,11 @@ std::byte* reserve_scratch(std::unique_ptr<std::byte[]>& scratch, size_t& cap, s
 
 Status ByteSource::read(uint64_t data_offset, uint64_t length, Gather& out) const {
   out.clear();
-  if (data_offset < buffer_.range_begin() || data_offset > buffer_.range_end() ||
-      length > buffer_.range_end() - data_offset)
+  const uint64_t total = fetcher_.stripes().total();
+  if (data_offset > total || length > total - data_offset)
     return Status(EINVAL, "read of " + std::to_string(length) + " bytes at byte-space offset " +
-                              std::to_string(data_offset) + " is outside [" + std::to_string(buffer_.range_begin()) +
-                              ", " + std::to_string(buffer_.range_end()) + ")");
+                              std::to_string(data_offset) + " is outside the dataset's " + std::to_string(total) +
+                              " bytes");
   if (length == 0) return Status::ok();
 
   // Pass 1: how many segments and how many backend bytes. Nothing allocated.
@@ -92,7 +101,7 @@ Status ByteSource::read(uint64_t data_offset, uint64_t length, Gather& out) cons
       if (mem != nullptr) {
         mem_bytes += n;
       } else {
-        status = backend_.read(pos, std::span<std::byte>(scratch + used, n));
+        status = fetcher_.read(pos, std::span<std::byte>(scratch + used, n));
         if (!status) return false;
         used += n;
         be_bytes += n;
@@ -116,7 +125,7 @@ Status ByteSource::read(uint64_t data_offset, uint64_t length, Gather& out) cons
         std::memcpy(dst, mem, n);
         mem_bytes += n;
       } else {
-        status = backend_.read(pos, std::span<std::byte>(dst, n));
+        status = fetcher_.read(pos, std::span<std::byte>(dst, n));
         if (!status) return false;
         be_bytes += n;
         ++be_reads;

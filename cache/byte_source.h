@@ -1,5 +1,6 @@
 // ByteSource: the read path of a dataset. Gathers a byte-space range from
-// resident memory where it can and from the backend where it must.
+// this node's resident memory where it can, and through the Fetcher (a peer's
+// memory, or the backend) where it must.
 //
 // The result is a list of iovecs: segments that point straight into the
 // storage buffer (zero copies here; the FUSE reply is the one copy) and, for
@@ -16,6 +17,7 @@
 #include <memory>
 
 #include "cache/backend_reader.h"
+#include "cache/fetcher.h"
 #include "cache/storage_buffer.h"
 
 namespace dlfs::cache {
@@ -50,11 +52,10 @@ struct ByteSourceCounters {
 
 class ByteSource {
  public:
-  ByteSource(const StorageBuffer& buffer, const BackendReader& backend)
-      : buffer_(buffer), backend_(backend) {}
+  ByteSource(const StorageBuffer& buffer, const Fetcher& fetcher) : buffer_(buffer), fetcher_(fetcher) {}
 
-  // Gathers [data_offset, data_offset + length) (must lie inside the buffer's
-  // range). Backend errors are returned with the file named; `out` is then
+  // Gathers [data_offset, data_offset + length) (must lie inside the
+  // dataset's byte space). Backend errors are returned with the file named; `out` is then
   // unspecified.
   Status read(uint64_t data_offset, uint64_t length, Gather& out) const;
 
@@ -62,7 +63,7 @@ class ByteSource {
 
  private:
   const StorageBuffer& buffer_;
-  const BackendReader& backend_;
+  const Fetcher& fetcher_;
   mutable ByteSourceCounters counters_;
 };
 

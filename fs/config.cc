@@ -1,11 +1,16 @@
 #include "fs/config.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <set>
 #include <sstream>
 
+#include <spdlog/fmt/fmt.h>
 #include <toml++/toml.h>
 
 #include "common/units.h"
@@ -127,12 +132,46 @@ Status parse_cache(const toml::table& t, const std::string& origin, DaemonConfig
   return Status::ok();
 }
 
+Status parse_cluster(const toml::table& t, const std::string& origin, DaemonConfig& c) {
+  DLFS_RETURN_IF_ERROR(check_keys(t, "cluster",
+                                  {"peers", "rank", "listen", "port", "token_file", "token", "heartbeat_ms",
+                                   "down_after_ms", "get_timeout_ms"},
+                                  origin));
+  if (const toml::node* n = t.get("peers")) {
+    const toml::array* a = n->as_array();
+    if (!a) return type_error(origin, "cluster", "peers", "an array of \"host:port\" strings");
+    for (const auto& e : *a) {
+      auto v = e.value<std::string>();
+      if (!v) return type_error(origin, "cluster", "peers", "an array of \"host:port\" strings");
+      c.peers.push_back(*v);
+    }
+  }
+  if (const toml::node* n = t.get("rank")) {
+    auto v = n->value_exact<int64_t>();
+    if (!v || *v < -1) return type_error(origin, "cluster", "rank", "an integer >= 0 (or -1: find this host)");
+    c.rank = *v;
+  }
+  DLFS_RETURN_IF_ERROR(get_string(t, origin, "cluster", "listen", c.listen));
+  DLFS_RETURN_IF_ERROR(get_string(t, origin, "cluster", "token_file", c.token_file));
+  DLFS_RETURN_IF_ERROR(get_string(t, origin, "cluster", "token", c.token));
+  for (auto [key, out] : {std::pair<const char*, uint64_t*>{"port", &c.port}, {"heartbeat_ms", &c.heartbeat_ms},
+                          {"down_after_ms", &c.down_after_ms}, {"get_timeout_ms", &c.get_timeout_ms}}) {
+    if (const toml::node* n = t.get(key)) {
+      auto v = n->value_exact<int64_t>();
+      if (!v || *v <= 0) return type_error(origin, "cluster", key, "a positive integer");
+      *out = static_cast<uint64_t>(*v);
+    }
+  }
+  if (c.port > 65535) return type_error(origin, "cluster", "port", "a port number (1..65535)");
+  return Status::ok();
+}
+
 Status parse_dataset(const toml::table& t, const std::string& origin, size_t index, DaemonConfig& c) {
   std::string where = "dataset[" + std::to_string(index) + "]";
   DLFS_RETURN_IF_ERROR(check_keys(t, where,
                                   {"name", "backend", "format", "record_size", "header_bytes", "seed", "remainder",
                                    "shuffle_ratio", "round_chunk", "min_randomization", "world_size",
-                                   "epochs_listed", "order", "opportunistic_window"},
+                                   "epochs_listed", "order", "opportunistic_window", "readahead"},
                                   origin));
   DatasetConfig d;
   DLFS_RETURN_IF_ERROR(get_string(t, origin, where, "name", d.name));
@@ -151,6 +190,7 @@ Status parse_dataset(const toml::table& t, const std::string& origin, size_t ind
   }
   DLFS_RETURN_IF_ERROR(get_string(t, origin, where, "remainder", d.plan.remainder));
   DLFS_RETURN_IF_ERROR(get_string(t, origin, where, "order", d.plan.order));
+  DLFS_RETURN_IF_ERROR(get_bool(t, origin, where, "readahead", d.plan.readahead));
   if (const toml::node* n = t.get("opportunistic_window")) {
     auto v = n->value_exact<int64_t>();
     if (!v || *v < 1) return type_error(origin, where, "opportunistic_window", "a positive integer");
@@ -182,10 +222,14 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& or
                               std::to_string(src.begin.column) + ": " + std::string(e.description()));
   }
   DaemonConfig c;
-  DLFS_RETURN_IF_ERROR(check_keys(root, "", {"daemon", "cache", "dataset"}, origin));
+  DLFS_RETURN_IF_ERROR(check_keys(root, "", {"daemon", "cache", "cluster", "dataset"}, origin));
   if (const toml::node* n = root.get("daemon")) {
     if (!n->is_table()) return Status(EINVAL, "config " + origin + ": 'daemon' must be a table ([daemon])");
     DLFS_RETURN_IF_ERROR(parse_daemon(*n->as_table(), origin, c));
+  }
+  if (const toml::node* n = root.get("cluster")) {
+    if (!n->is_table()) return Status(EINVAL, "config " + origin + ": 'cluster' must be a table ([cluster])");
+    DLFS_RETURN_IF_ERROR(parse_cluster(*n->as_table(), origin, c));
   }
   if (const toml::node* n = root.get("cache")) {
     if (!n->is_table()) return Status(EINVAL, "config " + origin + ": 'cache' must be a table ([cache])");
@@ -207,6 +251,36 @@ Result<DaemonConfig> load_config_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return parse_config(ss.str(), "'" + path + "'");
+}
+
+Result<std::string> load_job_token(const DaemonConfig& c) {
+  if (!c.token.empty() && !c.token_file.empty())
+    return Status(EINVAL, "cluster: set token or token_file, not both");
+  if (c.token_file.empty()) return c.token;
+  const std::string what = "job token file '" + c.token_file + "'";
+  int fd = ::open(c.token_file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return Status::from_errno(errno, what);
+  struct stat st {};
+  ::fstat(fd, &st);
+  std::string token;
+  Status s;
+  if (!S_ISREG(st.st_mode)) s = Status(EINVAL, what + " is not a regular file");
+  else if (st.st_mode & 077)
+    s = Status(EPERM, what + " can be read by others (mode " + fmt::format("{:o}", st.st_mode & 0777) +
+                          "): chmod 600 it");
+  else if (st.st_uid != ::geteuid()) s = Status(EPERM, what + " is not owned by the daemon's user");
+  else if (st.st_size > 4096) s = Status(EINVAL, what + " is larger than 4 KiB: is it the right file?");
+  else {
+    token.resize(static_cast<size_t>(st.st_size));
+    ssize_t n = ::read(fd, token.data(), token.size());
+    if (n < 0) s = Status::from_errno(errno, what);
+    else token.resize(static_cast<size_t>(n));
+  }
+  ::close(fd);
+  if (!s) return s;
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  if (token.empty()) return Status(EINVAL, what + " is empty");
+  return token;
 }
 
 Status validate_config(const DaemonConfig& c) {

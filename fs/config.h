@@ -6,10 +6,12 @@
 //             allow_other, entry_timeout_s, attr_timeout_s
 //   [cache]   memory_budget ("16GiB" or "50%" of physical memory), extent_size,
 //             loader_threads, read_size
+//   [cluster] peers, rank, listen, port, token_file, token, heartbeat_ms,
+//             down_after_ms, get_timeout_ms (docs/deploy.md)
 //   [[dataset]]  name (required), backend (required), format ("files"|"fixed"),
 //             record_size, header_bytes, seed, remainder ("pad"|"drop"),
 //             shuffle_ratio, round_chunk, min_randomization, world_size, epochs_listed,
-//             order ("ordered"|"opportunistic"), opportunistic_window
+//             order ("ordered"|"opportunistic"), opportunistic_window, readahead
 //
 // Unknown keys are errors that name the key and list the valid ones: a typo
 // must not silently fall back to a default.
@@ -35,6 +37,7 @@ struct PlanConfig {
   uint32_t epochs_listed = 1;        // epochs shown in listings (any epoch can be looked up)
   std::string order = "ordered";     // "ordered" | "opportunistic" (tar streams, DeepIO-Opp)
   uint64_t opportunistic_window = 256;  // samples a stream may look ahead for a ready one
+  bool readahead = true;             // per-stream read-ahead rings for samples not resident
 };
 
 struct DatasetConfig {
@@ -58,6 +61,17 @@ struct DaemonConfig {
   uint64_t extent_size = 8ull << 20;
   unsigned loader_threads = 4;
   uint64_t read_size = 8ull << 20;
+  // [cluster]: the job's daemons (docs/deploy.md). No peers and no Slurm
+  // environment: a cluster of one.
+  std::vector<std::string> peers;      // "host[:port]", index = rank
+  int64_t rank = -1;                   // -1: find this host among the peers
+  std::string listen;                  // address of the UCX listener ("" = every address)
+  uint64_t port = 7710;                // for peers given without a port
+  std::string token_file;              // the job's shared secret (mode 0600/0400)
+  std::string token;                   // or inline
+  uint64_t heartbeat_ms = 500;
+  uint64_t down_after_ms = 3000;
+  uint64_t get_timeout_ms = 2000;
   // [[dataset]]
   std::vector<DatasetConfig> datasets;
 };
@@ -70,6 +84,10 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& or
 // Checks values that do not depend on the machine: names unique and valid,
 // sizes non-zero, format options consistent. Errors name the key.
 Status validate_config(const DaemonConfig& config);
+
+// The job token: inline, or read from token_file, which must be a regular
+// file that only its owner can read (errors say what to chmod). "" if neither.
+Result<std::string> load_job_token(const DaemonConfig& config);
 
 // memory_budget resolved against physical memory ("50%" -> bytes).
 Result<uint64_t> resolve_memory_budget(const std::string& text, uint64_t physical_bytes);

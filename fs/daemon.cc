@@ -63,14 +63,26 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config) {
   if (!budget) return budget.status();
   d->budget_bytes_ = *budget;
 
+  // Who the job's daemons are decides which stripe this node holds.
+  transport::MembershipInput mi;
+  mi.peers = d->config_.peers;
+  if (d->config_.rank >= 0) mi.rank = static_cast<uint32_t>(d->config_.rank);
+  mi.default_port = static_cast<uint16_t>(d->config_.port);
+  mi.local_addresses = transport::local_addresses();
+  auto membership = transport::resolve_membership(mi);
+  if (!membership) return membership.status().with_context("cluster");
+  const Placement placement{static_cast<uint32_t>(membership->peers.size()), membership->self};
+
   // The budget goes to datasets in config order, each taking what it needs.
   uint64_t left = d->budget_bytes_;
   for (const auto& dc : d->config_.datasets) {
-    auto ds = Dataset::open(dc, left, d->config_);
+    auto ds = Dataset::open(dc, left, d->config_, placement);
     if (!ds) return ds.status();
     left -= std::min(left, (*ds)->buffer().capacity_bytes());
     d->datasets_.push_back(std::move(ds).value());
   }
+
+  if (Status s = d->join_cluster(*membership); !s) return s;
 
   // The scans' temporaries (full paths of every file) are freed by now; give
   // that heap back so RSS shows what the daemon really keeps.
@@ -155,6 +167,33 @@ int Daemon::run() {
   return (rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP || unmount_requested_) ? 0 : 1;
 }
 
+Status Daemon::join_cluster(const transport::Membership& membership) {
+  auto token = load_job_token(config_);
+  if (!token) return token.status();
+  transport::ClusterOptions co;
+  co.membership = membership;
+  co.token = *token;
+  co.listen_host = config_.listen;
+  co.heartbeat = std::chrono::milliseconds(config_.heartbeat_ms);
+  co.down_after = std::chrono::milliseconds(config_.down_after_ms);
+  co.get_timeout = std::chrono::milliseconds(config_.get_timeout_ms);
+  std::vector<transport::ServedDataset> served;
+  for (auto& ds : datasets_) served.push_back({ds->name(), ds->fingerprint(), &ds->buffer(), &ds->fetcher()});
+  auto cluster = transport::Cluster::create(std::move(co), std::move(served), [this] {
+    transport::NodeBytes b;
+    for (const auto& ds : datasets_) {
+      const auto by = bytes_by_source(*ds);
+      b.local += by.local;
+      b.remote += by.remote;
+      b.backend += by.backend;
+    }
+    return b;
+  });
+  if (!cluster) return cluster.status();
+  cluster_ = std::move(cluster).value();
+  return Status::ok();
+}
+
 nlohmann::json Daemon::snapshot(bool detailed) const {
   DaemonFacts f;
   f.version = DLFS_VERSION;
@@ -162,7 +201,9 @@ nlohmann::json Daemon::snapshot(bool detailed) const {
   f.pid = ::getpid();
   f.uptime_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   f.budget_bytes = budget_bytes_;
-  return build_stats(f, datasets_, detailed);
+  nlohmann::json j = build_stats(f, datasets_, detailed);
+  if (cluster_) j["cluster"] = cluster_->status();
+  return j;
 }
 
 nlohmann::json Daemon::status() { return snapshot(false); }

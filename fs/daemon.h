@@ -20,6 +20,7 @@
 #include "fs/dataset.h"
 #include "fs/fuse_adapter.h"
 #include "fs/namespace.h"
+#include "transport/cluster.h"
 
 struct fuse_session;
 
@@ -47,11 +48,13 @@ class Daemon final : public ControlHandler {
   explicit Daemon(DaemonConfig config);
   nlohmann::json snapshot(bool detailed) const;
   Result<const Dataset*> dataset_arg(const nlohmann::json& args) const;
+  Status join_cluster(const transport::Membership& membership);
 
   DaemonConfig config_;
   uint64_t budget_bytes_ = 0;
   std::chrono::steady_clock::time_point started_;
   std::vector<std::unique_ptr<Dataset>> datasets_;
+  std::unique_ptr<transport::Cluster> cluster_;  // after datasets_: leaves before they go
   std::unique_ptr<Namespace> namespace_;
   FuseContext fuse_context_;
   std::unique_ptr<ControlServer> control_;

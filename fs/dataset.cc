@@ -7,12 +7,40 @@
 
 #include <spdlog/spdlog.h>
 
+#include <xxhash.h>
+
 #include "common/units.h"
 
 namespace dlfs::fs {
 
+namespace {
+
+// xxh3 over the format and every file's path and size: two nodes that scanned
+// different trees (or the same tree under another format) disagree.
+uint64_t manifest_fingerprint(const provenance::Manifest& m) {
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  auto add = [&](const void* p, size_t n) { XXH3_64bits_update(st, p, n); };
+  const auto& o = m.options();
+  const int format = static_cast<int>(o.format);
+  add(&format, sizeof format);
+  add(&o.record_size, sizeof o.record_size);
+  add(&o.header_bytes, sizeof o.header_bytes);
+  for (uint32_t f = 0; f < m.file_count(); ++f) {
+    std::string path = m.file_path(f);
+    uint64_t size = m.file_size(f);
+    add(path.data(), path.size() + 1);
+    add(&size, sizeof size);
+  }
+  uint64_t h = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  return h;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Dataset>> Dataset::open(const DatasetConfig& config, uint64_t memory_budget,
-                                               const DaemonConfig& daemon) {
+                                               const DaemonConfig& daemon, Placement placement) {
   const std::string what = "dataset '" + config.name + "'";
   provenance::ScanReport report;
   auto scan_start = std::chrono::steady_clock::now();
@@ -30,8 +58,12 @@ Result<std::unique_ptr<Dataset>> Dataset::open(const DatasetConfig& config, uint
   auto backend = cache::BackendReader::open(ds->manifest_);
   if (!backend) return backend.status().with_context(what);
   ds->backend_ = std::move(backend).value();
+  ds->fingerprint_ = manifest_fingerprint(ds->manifest_);
+  const cache::StripeMap stripes(ds->manifest_.total_bytes(), placement.nodes);
+  ds->fetcher_ = std::make_unique<cache::Fetcher>(*ds->backend_, stripes, placement.self);
+  const uint64_t stripe_begin = stripes.begin(placement.self), stripe_end = stripes.end(placement.self);
 
-  auto planner = Planner::create(config, ds->manifest_, memory_budget);
+  auto planner = Planner::create(config, ds->manifest_, memory_budget, stripe_end - stripe_begin);
   if (!planner) return planner.status();
   ds->planner_ = std::move(planner).value();
   if (auto s = ds->planner_->start_rounds(*ds->backend_, daemon.loader_threads); !s) return s.with_context(what);
@@ -46,16 +78,17 @@ Result<std::unique_ptr<Dataset>> Dataset::open(const DatasetConfig& config, uint
   cache::StorageOptions so;
   so.extent_size = daemon.extent_size;
   so.memory_budget = ds->planner_->storage_budget();
-  auto buffer = cache::StorageBuffer::create(0, ds->manifest_.total_bytes(), so);
+  auto buffer = cache::StorageBuffer::create(stripe_begin, stripe_end, so);
   if (!buffer) return buffer.status().with_context(what);
   ds->buffer_ = std::move(buffer).value();
+  ds->fetcher_->set_local(ds->buffer_.get());
 
   cache::LoaderOptions lo;
   lo.threads = daemon.loader_threads;
   lo.read_size = daemon.read_size;
   lo.label = config.name;
   ds->loader_ = std::make_unique<cache::Loader>(*ds->buffer_, *ds->backend_, lo);
-  ds->source_ = std::make_unique<cache::ByteSource>(*ds->buffer_, *ds->backend_);
+  ds->source_ = std::make_unique<cache::ByteSource>(*ds->buffer_, *ds->fetcher_);
 
   const auto& m = ds->manifest_;
   spdlog::info("[{}] {} format, {} samples in {} files, {} ({} fit the memory budget of {}); scanned in {:.2f}s, "
@@ -64,6 +97,14 @@ Result<std::unique_ptr<Dataset>> Dataset::open(const DatasetConfig& config, uint
                format_size(m.total_bytes()), format_size(ds->buffer_->capacity_bytes()), format_size(memory_budget),
                scan_s, m.sample_count() ? static_cast<double>(ds->metadata_bytes()) / m.sample_count() : 0.0);
   return ds;
+}
+
+BytesBySource bytes_by_source(const Dataset& ds) {
+  const auto& fc = ds.fetcher().counters();
+  return {ds.source().counters().memory_bytes.load(std::memory_order_relaxed) +
+              ds.view_counters().local_bytes.load(std::memory_order_relaxed) +
+              fc.local_bytes.load(std::memory_order_relaxed),
+          fc.remote_bytes.load(std::memory_order_relaxed), fc.backend_bytes.load(std::memory_order_relaxed)};
 }
 
 Dataset::~Dataset() {

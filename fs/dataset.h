@@ -1,7 +1,8 @@
 // Dataset: one served dataset, composed from its parts in dependency order:
-// manifest (what is there) -> backend reader (how to read it) -> storage
-// buffer (where it lives in memory) -> loader (who fills it) -> byte source
-// (how reads are answered). Owns all of them; destroys in reverse order.
+// manifest (what is there) -> backend reader (how to read it) -> fetcher
+// (bytes this node does not hold: a peer's memory or the backend) -> storage
+// buffer (this node's stripe in memory) -> loader (who fills it) -> byte
+// source (how reads are answered). Owns all of them; destroys in reverse order.
 #pragma once
 
 #include <atomic>
@@ -11,6 +12,8 @@
 
 #include "cache/backend_reader.h"
 #include "cache/byte_source.h"
+#include "cache/fetcher.h"
+#include "cache/stripe_map.h"
 #include "cache/loader.h"
 #include "cache/read_ring.h"
 #include "cache/storage_buffer.h"
@@ -24,18 +27,34 @@ namespace dlfs::fs {
 // Per-view request counters (relaxed atomics: figures for stats, not sync).
 struct ViewCounters {
   std::atomic<uint64_t> opens{0};
+  std::atomic<uint64_t> local_bytes{0};   // sample bytes served from this node's memory
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> bytes{0};
   std::atomic<uint64_t> ring_hits{0};     // non-resident samples served from a read-ahead ring
   std::atomic<uint64_t> backend_reads{0}; // non-resident samples the reader read itself
 };
 
+// Where a dataset's served bytes came from: this node's memory, a peer's
+// memory (one-sided gets), or the backend.
+struct BytesBySource {
+  uint64_t local = 0, remote = 0, backend = 0;
+};
+
+class Dataset;
+BytesBySource bytes_by_source(const Dataset& ds);
+
+// Where this node sits in the cluster: `nodes` stripes, this one `self`.
+struct Placement {
+  uint32_t nodes = 1;
+  uint32_t self = 0;
+};
+
 class Dataset {
  public:
-  // Scans the backend and maps memory for min(dataset, memory_budget) bytes.
+  // Scans the backend and maps memory for min(stripe, memory_budget) bytes.
   // Nothing is loaded until start_loading(). Errors name the dataset.
   static Result<std::unique_ptr<Dataset>> open(const DatasetConfig& config, uint64_t memory_budget,
-                                               const DaemonConfig& daemon);
+                                               const DaemonConfig& daemon, Placement placement = Placement{});
   ~Dataset();
 
   const std::string& name() const { return config_.name; }
@@ -45,6 +64,10 @@ class Dataset {
   const cache::StorageBuffer& buffer() const { return *buffer_; }
   const cache::BackendReader& backend() const { return *backend_; }
   const cache::ByteSource& source() const { return *source_; }
+  const cache::Fetcher& fetcher() const { return *fetcher_; }
+  cache::Fetcher& fetcher() { return *fetcher_; }
+  // A digest of what the dataset is (names, sizes, format): peers must agree on it.
+  uint64_t fingerprint() const { return fingerprint_; }
   cache::LoadProgress load_progress() const { return loader_->progress(); }
   int64_t root_mtime_ns() const { return root_mtime_ns_; }
   double scan_seconds() const { return scan_seconds_; }  // time to build the manifest
@@ -69,12 +92,14 @@ class Dataset {
   int64_t root_mtime_ns_ = 0;
   double scan_seconds_ = 0;
   std::unique_ptr<cache::BackendReader> backend_;
+  std::unique_ptr<cache::Fetcher> fetcher_;
   std::unique_ptr<cache::StorageBuffer> buffer_;
   std::unique_ptr<cache::Loader> loader_;
   std::unique_ptr<cache::ByteSource> source_;
   std::unique_ptr<Planner> planner_;  // after backend_: its round buffers read through it
   std::unique_ptr<cache::Prefetcher> prefetcher_;  // after planner_: stops first
   size_t ring_slot_bytes_ = 4096;
+  uint64_t fingerprint_ = 0;
   mutable ViewCounters raw_counters_;
   mutable ViewCounters view_counters_;
   mutable ViewRegistry views_;

@@ -90,17 +90,19 @@ Status EpochView::add_sample(uint64_t k, uint64_t from, uint64_t n, ReplyGather&
     if (*pin) {
       const uint64_t chunk = p.shape().chunk_of(s);
       out.add_ref(pin->sample_ptr(m.sample_data_offset(s), chunk) + from, n);
+      ds_.view_counters().local_bytes.fetch_add(n, std::memory_order_relaxed);
       return Status::ok();
     }
   } else {
     // Resident only if every extent it touches is: the mapping is contiguous.
     const auto& b = ds_.buffer();
     const std::byte* first = b.resident_ptr(begin);
-    bool resident = first != nullptr;
+    bool resident = first != nullptr && begin + n <= b.range_end();
     for (uint64_t e = b.extent_of(begin) + 1; resident && e <= b.extent_of(begin + n - 1); ++e)
       resident = b.state(e) == cache::ExtentState::resident;
     if (resident) {
       out.add_ref(first, n);
+      ds_.view_counters().local_bytes.fetch_add(n, std::memory_order_relaxed);
       return Status::ok();
     }
   }
@@ -111,7 +113,7 @@ Status EpochView::add_sample(uint64_t k, uint64_t from, uint64_t n, ReplyGather&
     return Status::ok();
   }
   c.backend_reads.fetch_add(1, std::memory_order_relaxed);
-  return ds_.backend().read(begin, std::span<std::byte>(dst, n));
+  return ds_.fetcher().read(begin, std::span<std::byte>(dst, n));  // a peer's memory or the backend
 }
 
 bool EpochView::resident(uint64_t k) const {
@@ -122,6 +124,7 @@ bool EpochView::resident(uint64_t k) const {
   const auto& b = ds_.buffer();
   const uint64_t begin = m.sample_data_offset(s), len = m.sample(s).length;
   if (len == 0) return true;
+  if (begin < b.range_begin() || begin + len > b.range_end()) return false;  // another node's stripe
   for (uint64_t e = b.extent_of(begin); e <= b.extent_of(begin + len - 1); ++e)
     if (b.state(e) != cache::ExtentState::resident) return false;
   return true;
@@ -137,7 +140,7 @@ std::shared_ptr<cache::ReadRing> EpochView::make_ring() const {
         len = self->sample_length(k);
         if (len > cap) return Status(EFBIG, "sample larger than a ring slot");
         const auto& m = self->ds_.manifest();
-        return self->ds_.backend().read(m.sample_data_offset(self->sample_at(k)), std::span<std::byte>(dst, len));
+        return self->ds_.fetcher().read(m.sample_data_offset(self->sample_at(k)), std::span<std::byte>(dst, len));
       },
       [self](uint64_t k) { return !self->resident(k); });
   ds_.prefetcher().add(ring);

@@ -70,10 +70,27 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"ordered", "opportunistic"}));
   app.add_option("--opportunistic-window", window, "Samples an opportunistic stream may look ahead (default 256)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+  bool no_readahead = false;
+  app.add_flag("--no-readahead", no_readahead,
+               "No read-ahead rings: samples that are not resident are read when asked for");
   app.add_option("--world-size", world_size, "World size shown in epoch listings (default 1)")
       ->check(CLI::Range(1, 65535));
   app.add_option("--epochs-listed", epochs_listed, "Epochs shown in listings (default 1; any can be opened)")
       ->check(CLI::Range(1, 1000000));
+  // Cluster flags (docs/deploy.md); a config file's [cluster] section sets the same.
+  std::string peers, listen, token_file;
+  std::optional<int64_t> rank;
+  std::optional<uint64_t> port;
+  app.add_option("--peers", peers,
+                 "The job's daemons, comma-separated host[:port] (index = rank). Default: from Slurm "
+                 "(SLURM_JOB_NODELIST, SLURM_NODEID), else a cluster of one");
+  app.add_option("--rank", rank, "This node's index in --peers (default: found from this host's addresses)")
+      ->check(CLI::Range(int64_t{0}, int64_t{65535}));
+  app.add_option("--listen", listen, "Address of the UCX listener (default: every address)");
+  app.add_option("--port", port, "UCX listener port, and the port of peers given without one (default 7710)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{65535}));
+  app.add_option("--token-file", token_file,
+                 "The job's shared secret (a file only its owner can read); required with more than one node");
   app.add_flag("--version", version, "Print the version and exit");
   CLI11_PARSE(app, argc, argv);
   if (version) {
@@ -102,6 +119,22 @@ int main(int argc, char** argv) {
     return dlfs::Status::ok();
   };
   if (!mountpoint.empty()) config.mountpoint = mountpoint;
+  if (!peers.empty()) {
+    config.peers.clear();
+    for (size_t b = 0; b <= peers.size();) {
+      size_t e = peers.find(',', b);
+      if (e == std::string::npos) e = peers.size();
+      if (e > b) config.peers.push_back(peers.substr(b, e - b));
+      b = e + 1;
+    }
+  }
+  if (rank) config.rank = *rank;
+  if (!listen.empty()) config.listen = listen;
+  if (port) config.port = *port;
+  if (!token_file.empty()) {
+    config.token_file = token_file;
+    config.token.clear();
+  }
   if (!control_socket.empty()) config.control_socket = control_socket;
   if (!log_level.empty()) config.log_level = log_level;
   if (!budget.empty()) config.memory_budget = budget;
@@ -126,6 +159,7 @@ int main(int argc, char** argv) {
     if (epochs_listed) d.plan.epochs_listed = *epochs_listed;
     if (!order.empty()) d.plan.order = order;
     if (window) d.plan.opportunistic_window = *window;
+    if (no_readahead) d.plan.readahead = false;
     config.datasets.push_back(std::move(d));
   } else if (!name.empty() || !format.empty() || !record_size.empty() || !header_bytes.empty() || seed ||
              !remainder.empty() || shuffle_ratio || !round_chunk.empty() || min_randomization || world_size ||

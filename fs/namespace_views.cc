@@ -171,7 +171,8 @@ Result<OpenResult> Namespace::view_open(const NodeId& n) const {
   r.view = *v;
   r.view_kind = n.kind;
   r.entry = n.index & kMaxEntryPosition;
-  if (n.kind == NodeKind::view_tar || n.kind == NodeKind::view_bin) r.ring = (*v)->make_ring();
+  if ((n.kind == NodeKind::view_tar || n.kind == NodeKind::view_bin) && ds->planner().config().readahead)
+    r.ring = (*v)->make_ring();
   if (n.kind == NodeKind::view_tar && ds->planner().opportunistic()) {
     // Each open may order the stream differently: no page cache for it.
     r.keep_cache = false;
@@ -180,7 +181,7 @@ Result<OpenResult> Namespace::view_open(const NodeId& n) const {
     auto ring = r.ring;
     r.opportunistic = std::make_shared<OpportunisticStream>(
         view, ring, ds->planner().config().opportunistic_window,
-        [view, ring](uint64_t k) { return view->resident(k) || ring->ready(k); });
+        [view, ring](uint64_t k) { return view->resident(k) || (ring && ring->ready(k)); });
   }
   if (n.kind == NodeKind::view_entry && r.entry >= (*v)->count()) return not_found();
   return r;

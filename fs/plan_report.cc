@@ -21,6 +21,7 @@ nlohmann::json plan_summary_json(const Dataset& ds) {
           {"remainder", p.remainder_name()},
           {"order", p.order_name()},
           {"opportunistic_window", p.config().opportunistic_window},
+          {"readahead", p.config().readahead},
           {"shuffle_ratio", p.ratio()},
           {"rounds_per_epoch", p.rounds_per_epoch()},
           {"chunks", p.shape().chunk_count()},

@@ -20,7 +20,7 @@ std::string percent(double v) {
 }  // namespace
 
 Result<std::unique_ptr<Planner>> Planner::create(const DatasetConfig& config, const provenance::Manifest& m,
-                                                 uint64_t memory_budget) {
+                                                 uint64_t memory_budget, uint64_t held_bytes) {
   const std::string what = "dataset '" + config.name + "'";
   std::unique_ptr<Planner> p(new Planner());
   p->config_ = config.plan;
@@ -40,7 +40,7 @@ Result<std::unique_ptr<Planner>> Planner::create(const DatasetConfig& config, co
       return Status(ENOMEM, what + ": shuffle_ratio " + std::to_string(r) + " needs " + format_size(need) +
                                 " (two round buffers of " + format_size(need / 2) + ") but its memory budget is " +
                                 format_size(memory_budget));
-  } else if (r == 0 && m.total_bytes() > memory_budget) {
+  } else if (r == 0 && held_bytes > memory_budget) {
     p->shape_.round_bytes = memory_budget / 2;  // double buffering: two rounds in memory
     if (p->shape_.round_bytes == 0 || 2 * cache::round_slot_bytes(p->shape_) > memory_budget) {
       // Not even two chunks fit: no rounds. The full shuffle is served from

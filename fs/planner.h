@@ -24,9 +24,11 @@ namespace dlfs::fs {
 
 class Planner {
  public:
-  // memory_budget: bytes this dataset may use. Errors name the dataset.
+  // memory_budget: bytes this dataset may use on this node. held_bytes: the
+  // bytes this node must hold (its stripe; the whole dataset on a cluster of
+  // one): rounds are used only when they do not fit. Errors name the dataset.
   static Result<std::unique_ptr<Planner>> create(const DatasetConfig& config, const provenance::Manifest& manifest,
-                                                 uint64_t memory_budget);
+                                                 uint64_t memory_budget, uint64_t held_bytes);
   // Starts the round buffers (rounds only); the backend must outlive this.
   Status start_rounds(const cache::BackendReader& backend, unsigned threads);
 

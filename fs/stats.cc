@@ -49,6 +49,9 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed) {
       {"load", load_json(d.load_progress())},
       {"plan", plan_summary_json(d)},
   };
+  const BytesBySource by = bytes_by_source(d);
+  j["bytes_by_source"] = {{"local", by.local}, {"remote", by.remote}, {"backend", by.backend}};
+  j["stripe"] = {{"begin", d.buffer().range_begin()}, {"end", d.buffer().range_end()}};
   if (detailed) {
     const auto& bc = d.source().counters();
     const auto& rc = d.raw_counters();

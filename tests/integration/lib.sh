@@ -40,18 +40,23 @@ cleanup() {
     [ -n "$m" ] || continue
     if grep -q " $m fuse" /proc/mounts; then fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; fi
   done
+  for hook in "${CLEANUP_HOOKS[@]:-}"; do [ -n "$hook" ] && eval "$hook" || true; done
   rm -rf "$WORK"
   exit $rc
 }
+CLEANUP_HOOKS=()  # commands run by cleanup after the daemons stopped (e.g. deleting namespaces)
 trap cleanup EXIT
 
 # start_daemon MNT LOG [dlfsd args...]: starts dlfsd in the background with its
 # own control socket, waits until MNT/.dlfs/stats exists. Sets DAEMON_PID.
+# DAEMON_WRAP (an array, e.g. nsenter into a network namespace) prefixes the
+# command; it must exec dlfsd so that DAEMON_PID is the daemon's.
+DAEMON_WRAP=()
 start_daemon() {
   local mnt=$1 logf=$2; shift 2
   mkdir -p "$mnt"
   MOUNTS+=("$mnt")
-  "$DLFSD" --mountpoint "$mnt" --control-socket "$WORK/ctl-$(basename "$mnt").sock" "$@" >"$logf" 2>&1 &
+  "${DAEMON_WRAP[@]}" "$DLFSD" --mountpoint "$mnt" --control-socket "$WORK/ctl-$(basename "$mnt").sock" "$@" >"$logf" 2>&1 &
   DAEMON_PID=$!
   DAEMON_PIDS+=("$DAEMON_PID")
   for _ in $(seq 1 300); do

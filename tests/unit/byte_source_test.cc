@@ -169,8 +169,9 @@ void random_reads(Fill fill) {
   auto s = setup(fill);
   ASSERT_TRUE(s);
   const StorageBuffer& b = *s->b;
-  ByteSource src(b, *s->d->reader);
   const uint64_t total = s->d->manifest.total_bytes();
+  Fetcher fetcher(*s->d->reader, StripeMap(total, 1), 0);
+  ByteSource src(b, fetcher);
   const std::byte* mem_lo = b.extent_data(0);
   const std::byte* mem_hi = mem_lo + b.capacity_bytes();
   std::mt19937_64 rng(fill == Fill::all ? 1 : fill == Fill::budget ? 2 : 3);
@@ -220,9 +221,10 @@ TEST(ByteSource, ExtentAndFileBoundaries) {
     auto s = setup(fill, 23);
     ASSERT_TRUE(s);
     const StorageBuffer& b = *s->b;
-    ByteSource src(b, *s->d->reader);
-    Gather g;
     const uint64_t total = s->d->manifest.total_bytes();
+    Fetcher fetcher(*s->d->reader, StripeMap(total, 1), 0);
+    ByteSource src(b, fetcher);
+    Gather g;
     auto check = [&](uint64_t off, uint64_t len) {
       len = std::min(len, total - off);
       ASSERT_TRUE(src.read(off, len, g)) << off << "+" << len;
@@ -260,7 +262,8 @@ TEST(ByteSource, FragmentedResidencyFallsBackToOneCopy) {
     ASSERT_TRUE(d->reader->read(b->extent_begin(e), dst));
     b->mark_resident(e, extent_checksum(dst));
   }
-  ByteSource src(*b, *d->reader);
+  Fetcher fetcher(*d->reader, StripeMap(d->manifest.total_bytes(), 1), 0);
+  ByteSource src(*b, fetcher);
   Gather g;
   const uint64_t len = (2 * Gather::kMaxSegments + 2) * 4096;
   ASSERT_TRUE(src.read(100, len, g));
@@ -285,9 +288,10 @@ TEST(ByteSource, FragmentedResidencyFallsBackToOneCopy) {
 TEST(ByteSource, OutOfRangeIsRefused) {
   auto s = setup(Fill::none);
   ASSERT_TRUE(s);
-  ByteSource src(*s->b, *s->d->reader);
-  Gather g;
   const uint64_t total = s->d->manifest.total_bytes();
+  Fetcher fetcher(*s->d->reader, StripeMap(total, 1), 0);
+  ByteSource src(*s->b, fetcher);
+  Gather g;
   EXPECT_EQ(src.read(total - 1, 2, g).err(), EINVAL);
   EXPECT_EQ(src.read(total + 1, 0, g).err(), EINVAL);
   EXPECT_EQ(src.read(1, ~0ull, g).err(), EINVAL);
@@ -298,12 +302,102 @@ TEST(ByteSource, BackendErrorNamesTheFile) {
   ASSERT_TRUE(s);
   uint32_t f = nonempty_file(*s->d, 5);
   fs::remove(s->d->path_of(f));
-  ByteSource src(*s->b, *s->d->reader);
+  Fetcher fetcher(*s->d->reader, StripeMap(s->d->manifest.total_bytes(), 1), 0);
+  ByteSource src(*s->b, fetcher);
   Gather g;
   Status st = src.read(s->d->manifest.file_data_offset(f), 1, g);
   ASSERT_FALSE(st);
   EXPECT_EQ(st.err(), ENOENT);
   EXPECT_TRUE(contains(st.message(), s->d->manifest.file_path(f))) << st.message();
+}
+
+}  // namespace
+}  // namespace dlfs::cache
+
+namespace dlfs::cache {
+namespace {
+
+// A peer stand-in for the unit level (the real one is UCX, tested in the
+// transport tests and the multi-node scenarios): serves other stripes from
+// a copy of the dataset, or refuses every `refuse_every`-th call.
+struct CopyRemote : RemoteFetch {
+  const std::vector<std::byte>& bytes;
+  uint32_t self;
+  const StripeMap& map;
+  int refuse_every;
+  std::atomic<int> calls{0};
+  bool wrong_owner = false;
+  CopyRemote(const std::vector<std::byte>& b, uint32_t s, const StripeMap& m, int refuse)
+      : bytes(b), self(s), map(m), refuse_every(refuse) {}
+  bool fetch(uint32_t owner, uint64_t offset, std::span<std::byte> dst) override {
+    if (owner == self || map.owner(offset) != owner || map.end(owner) < offset + dst.size()) wrong_owner = true;
+    if (refuse_every && ++calls % refuse_every == 0) return false;
+    std::memcpy(dst.data(), bytes.data() + offset, dst.size());
+    return true;
+  }
+};
+
+TEST(StripeMap, BalancedContiguousAndOwnerIsExact) {
+  for (uint64_t total : {0ull, 1ull, 7ull, 1000ull, 1ull << 40, (1ull << 40) + 3}) {
+    for (uint32_t nodes : {1u, 2u, 3u, 7u, 64u}) {
+      StripeMap m(total, nodes);
+      EXPECT_EQ(m.begin(0), 0u);
+      EXPECT_EQ(m.end(nodes - 1), total);
+      for (uint32_t i = 0; i < nodes; ++i) {
+        uint64_t len = m.end(i) - m.begin(i);
+        EXPECT_LE(len, total / nodes + 1) << total << "/" << nodes;
+        EXPECT_GE(len, total / nodes) << total << "/" << nodes;
+        if (len == 0) continue;
+        EXPECT_EQ(m.owner(m.begin(i)), i);
+        EXPECT_EQ(m.owner(m.end(i) - 1), i);
+        EXPECT_EQ(m.owner(m.begin(i) + len / 2), i);
+      }
+    }
+  }
+}
+
+// Node 1 of 3 holds only its stripe; everything else comes through the
+// remote (or, when it refuses, the backend), and the bytes are always right.
+TEST(ByteSource, StripedBufferReadsOtherStripesRemotelyOrFromTheBackend) {
+  TempDir dir;
+  test::make_dataset(dir.path(), 400, 10 << 10, 41);
+  auto d = test::scan(dir.path());
+  ASSERT_TRUE(d && d->reader);
+  const uint64_t total = d->manifest.total_bytes();
+  StripeMap map(total, 3);
+  StorageOptions o;
+  o.extent_size = 8192;
+  auto b = StorageBuffer::create(map.begin(1), map.end(1), o);
+  ASSERT_TRUE(b);
+  Loader l(**b, *d->reader, LoaderOptions{.threads = 2, .log_interval_s = 0, .label = "stripe"});
+  l.start();
+  l.wait();
+  for (int refuse : {0, 3}) {
+    Fetcher fetcher(*d->reader, map, 1);
+    CopyRemote remote(d->bytes, 1, map, refuse);
+    fetcher.set_remote(&remote);
+    ByteSource src(**b, fetcher);
+    Gather g;
+    std::mt19937_64 rng(5 + refuse);
+    uint64_t asked = 0;
+    for (int i = 0; i < 400; ++i) {
+      uint64_t off = rng() % total;
+      uint64_t len = std::min<uint64_t>(total - off, rng() % 100000);
+      ASSERT_TRUE(src.read(off, len, g)) << off << "+" << len;
+      auto got = test::flatten(g.iov(), g.count());
+      ASSERT_TRUE(std::equal(got.begin(), got.end(), d->bytes.begin() + static_cast<long>(off))) << off << "+" << len;
+      asked += len;
+    }
+    ASSERT_TRUE(src.read(0, total, g));
+    asked += total;
+    EXPECT_FALSE(remote.wrong_owner) << "a remote part crossed a stripe edge or asked this node";
+    const auto& fc = fetcher.counters();
+    EXPECT_EQ(src.counters().memory_bytes + fc.remote_bytes + fc.backend_bytes, asked);
+    EXPECT_GT(src.counters().memory_bytes.load(), 0u);
+    EXPECT_GT(fc.remote_bytes.load(), 0u);
+    if (refuse == 0) EXPECT_EQ(fc.backend_bytes.load(), 0u) << "everything is resident somewhere";
+    else EXPECT_GT(fc.backend_bytes.load(), 0u) << "refused gets go to the backend";
+  }
 }
 
 }  // namespace

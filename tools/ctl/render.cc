@@ -81,6 +81,39 @@ std::string render_status(const json& s) {
                     std::to_string(get<uint64_t>(d, "samples", 0)), format_size(get<uint64_t>(d, "total_bytes", 0)),
                     format_size(get<uint64_t>(d, "resident_bytes", 0)), load_cell(d.value("load", json::object()))});
   out << table(rows);
+  if (s.contains("cluster") && s["cluster"].is_object()) out << render_cluster(s["cluster"]);
+  return out.str();
+}
+
+std::string render_cluster(const json& c) {
+  std::ostringstream out;
+  out << "\ncluster: rank " << get<uint64_t>(c, "self", 0) << " of " << get<uint64_t>(c, "size", 1) << " ("
+      << get<std::string>(c, "source", "?") << "), port " << get<uint64_t>(c, "port", 0) << "; "
+      << (get<bool>(c, "all_resident", false) ? "the whole dataset is resident" : "not all stripes resident yet")
+      << "\n";
+  std::vector<std::vector<std::string>> rows = {
+      {"RANK", "ADDRESS", "STATE", "DATASET", "STRIPE", "LOADED", "LOCAL", "REMOTE", "BACKEND"}};
+  json members = c.value("members", json::array());
+  for (const auto& m : members) {
+    std::string state = get<std::string>(m, "state", "?");
+    if (m.contains("last_error") && state != "up") state += " (" + get<std::string>(m, "last_error", "") + ")";
+    json b = m.value("bytes", json::object());
+    json stripes = m.value("stripes", json::object());
+    std::vector<std::string> first = {std::to_string(get<uint64_t>(m, "rank", 0)), get<std::string>(m, "address", "?"),
+                                      state};
+    if (stripes.empty()) stripes["-"] = json::object();
+    for (const auto& [name, st] : stripes.items()) {
+      uint64_t begin = get<uint64_t>(st, "begin", 0), end = get<uint64_t>(st, "end", 0);
+      uint64_t ext = get<uint64_t>(st, "extents", 0), res = get<uint64_t>(st, "resident_extents", 0);
+      rows.push_back({first[0], first[1], first[2], name,
+                      name == "-" ? "-" : "[" + format_size(begin) + ", " + format_size(end) + ")",
+                      ext ? fmt("%.0f%%", 100.0 * static_cast<double>(res) / static_cast<double>(ext)) : "-",
+                      format_size(get<uint64_t>(b, "local", 0)), format_size(get<uint64_t>(b, "remote", 0)),
+                      format_size(get<uint64_t>(b, "backend", 0))});
+      first = {"", "", ""};
+    }
+  }
+  out << table(rows);
   return out.str();
 }
 

@@ -8,6 +8,8 @@
 namespace dlfs::ctl {
 
 std::string render_status(const nlohmann::json& status);
+// The cluster part of a status: members, state, stripes, load, bytes by source.
+std::string render_cluster(const nlohmann::json& cluster);
 std::string render_stats(const nlohmann::json& stats);   // status plus served bytes and views
 std::string render_verify(const nlohmann::json& result);
 std::string render_plan(const nlohmann::json& plan);

@@ -1,0 +1,71 @@
+// Fetcher: where bytes that are not in this node's memory come from.
+//
+// A range of the byte space is split by stripe owner (StripeMap). A part
+// owned by another node is read from that node's memory with a one-sided get
+// when the cluster says it can (peer up, extents resident); otherwise, and on
+// any failure or timeout of the get, from the backend. Either way the bytes
+// are the same: a peer's fault costs speed, never correctness.
+//
+// Thread safety: read() may be called from any thread; set_remote() is called
+// once, before reads start, or with a remote that outlives the Fetcher.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <span>
+
+#include "cache/backend_reader.h"
+#include "cache/storage_buffer.h"
+#include "cache/stripe_map.h"
+#include "common/status.h"
+
+namespace dlfs::cache {
+
+// Implemented by the transport layer (transport/cluster): reads [offset,
+// offset + dst.size()) from the memory of `owner`. Returns false when it
+// cannot (peer down, not resident there, a failed or late get); dst is then
+// unspecified and the caller reads the backend.
+class RemoteFetch {
+ public:
+  virtual ~RemoteFetch() = default;
+  virtual bool fetch(uint32_t owner, uint64_t offset, std::span<std::byte> dst) = 0;
+};
+
+struct FetchCounters {
+  std::atomic<uint64_t> local_bytes{0};  // parts of fetches found in this node's memory
+  std::atomic<uint64_t> remote_bytes{0};
+  std::atomic<uint64_t> remote_gets{0};
+  std::atomic<uint64_t> remote_fallbacks{0};  // remote parts that went to the backend instead
+  std::atomic<uint64_t> backend_bytes{0};
+  std::atomic<uint64_t> backend_reads{0};
+};
+
+class Fetcher {
+ public:
+  Fetcher(const BackendReader& backend, StripeMap stripes, uint32_t self)
+      : backend_(backend), stripes_(stripes), self_(self) {}
+
+  void set_remote(RemoteFetch* remote) { remote_.store(remote, std::memory_order_release); }
+  // This node's stripe: parts of a read that fall in it are copied from its
+  // resident extents (a sample that straddles the stripe's edge).
+  void set_local(const StorageBuffer* local) { local_ = local; }
+  const StripeMap& stripes() const { return stripes_; }
+  uint32_t self() const { return self_; }
+
+  // Reads [offset, offset + dst.size()) from peers or the backend. Errors are
+  // the backend's (a file named); peers never cause one.
+  Status read(uint64_t offset, std::span<std::byte> dst) const;
+
+  const FetchCounters& counters() const { return counters_; }
+
+ private:
+  bool read_local(uint64_t offset, std::span<std::byte> dst) const;
+  const BackendReader& backend_;
+  const StripeMap stripes_;
+  const uint32_t self_;
+  std::atomic<RemoteFetch*> remote_{nullptr};
+  const StorageBuffer* local_ = nullptr;
+  mutable FetchCounters counters_;
+};
+
+}  // namespace dlfs::cache

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Three daemons, one dataset striped across them, over real UCX endpoints.
+#   cluster_scenario.sh netns   each "node" in its own network namespace,
+#                               joined by veth pairs through a bridge; UCX over tcp
+#   cluster_scenario.sh shm     three daemons on this host; UCX over shared memory
+# Checks: every file and every epoch view read on every node equals the
+# backend; with the whole dataset resident, nothing is read from the backend
+# and every node gets the other stripes remotely (stats prove it); killing a
+# daemon mid-epoch leaves the others' reads correct and complete (its stripe
+# then comes from the backend); a daemon with a wrong token is refused and
+# still reads correct bytes; restarted with the right token it rejoins and
+# serves its stripe again.
+MODE=${1:?usage: cluster_scenario.sh netns|shm}
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/netns_lib.sh"
+require_fuse
+command -v nsenter >/dev/null || skip "nsenter (util-linux) not installed"
+N=3
+PORT_BASE=$((20000 + RANDOM % 20000))
+
+"$PYTHON" "$GEN_DATASET" files "$WORK/data" --count 900 --size 30K --size-jitter 0.9 --dirs 6 --seed 4 >/dev/null
+umask 077
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$WORK/token"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$WORK/wrong-token"
+umask 022
+
+ADDRS=()
+if [ "$MODE" = netns ]; then
+  require_netns
+  TAG="c$$"
+  CLEANUP_HOOKS+=("netns_down $TAG")
+  netns_up "$TAG" $N || fail "could not build the namespaces"
+  for i in $(seq 0 $((N - 1))); do ADDRS+=("${NETNS_ADDRS[$i]}:$PORT_BASE"); done
+  export UCX_TLS=tcp UCX_NET_DEVICES=eth0
+else
+  for i in $(seq 0 $((N - 1))); do ADDRS+=("127.0.0.1:$((PORT_BASE + i))"); done
+  export UCX_TLS=posix,cma,sysv,tcp
+fi
+PEERS=$(IFS=,; echo "${ADDRS[*]}")
+export UCX_WARN_UNUSED_ENV_VARS=n
+
+# check_views MNT EPOCH W: every rank's views of that epoch equal the backend.
+check_views() {
+  "$PYTHON" "$(dirname "$0")/check_views.py" "$1" d "$WORK/data" --format files --samples 900 --epochs "$2" --world-sizes "$3" \
+    --remainder pad --threads 4 >/dev/null
+}
+
+PIDS=()
+# node I [TOKEN_FILE]: starts (or restarts) node I's daemon.
+node() {
+  local i=$1 token=${2:-$WORK/token}
+  if [ "$MODE" = netns ]; then DAEMON_WRAP=(nsenter "--net=/var/run/netns/${NETNS_NAMES[$i]}" --); else DAEMON_WRAP=(); fi
+  start_daemon "$WORK/mnt$i" "$WORK/d$i.log" --backend "$WORK/data" --name d --seed 5 --extent-size 256K \
+    --memory-budget 1G --peers "$PEERS" --rank "$i" --token-file "$token" --log-level info
+  PIDS[$i]=$DAEMON_PID
+}
+for i in $(seq 0 $((N - 1))); do node "$i"; done
+
+# all_resident I: node I's status says every stripe is resident on its node.
+all_resident() { [ "$(stat_field "$WORK/mnt$1" 's["cluster"]["all_resident"]')" = True ]; }
+for _ in $(seq 1 300); do
+  ok=1
+  for i in $(seq 0 $((N - 1))); do all_resident "$i" || ok=0; done
+  [ $ok = 1 ] && break
+  sleep 0.1
+done
+[ $ok = 1 ] || { for i in 0 1 2; do cat "$WORK/mnt$i/.dlfs/stats"; tail -5 "$WORK/d$i.log"; done; fail "the cluster never became fully resident"; }
+log "3 nodes joined and resident ($MODE)"
+
+# Every file and every rank's epoch view, on every node, equal the backend.
+for i in $(seq 0 $((N - 1))); do
+  same_tree "$WORK/data" "$WORK/mnt$i/d/raw" || fail "node $i: raw tree differs from the backend"
+  check_views "$WORK/mnt$i" 0 $N || fail "node $i: epoch views differ"
+done
+"$PYTHON" - "$WORK" $N <<'PY' || fail "stats do not show striped reads"
+import json, sys
+work, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    s = json.load(open(f"{work}/mnt{i}/.dlfs/stats"))
+    d = s["datasets"][0]
+    by = d["bytes_by_source"]
+    stripe = d["stripe"]["end"] - d["stripe"]["begin"]
+    assert 0 < stripe < d["total_bytes"], f"node {i}: stripe {d['stripe']} is not a part of the dataset"
+    assert by["backend"] == 0, f"node {i}: {by['backend']} bytes came from the backend with everything resident"
+    assert by["remote"] > 0 and by["local"] > 0, f"node {i}: {by}"
+    # The raw tree alone reads the other stripes once: at least that much came remotely.
+    assert by["remote"] >= d["total_bytes"] - stripe, f"node {i}: only {by['remote']} remote bytes"
+    members = s["cluster"]["members"]
+    assert [m["state"] for m in members].count("up") == n - 1, members
+print("stats ok")
+PY
+log "every node read every stripe from its owner's memory"
+
+# Kill node 2 while node 0 streams a view; node 0's reads stay correct and complete.
+check_views "$WORK/mnt0" 1 1 >"$WORK/reader.out" 2>&1 &
+READER=$!
+sleep 0.05
+kill -KILL "${PIDS[2]}"
+wait "$READER" || { cat "$WORK/reader.out"; fail "a read on node 0 failed after node 2 died"; }
+fusermount3 -u -z "$WORK/mnt2" 2>/dev/null || true
+same_tree "$WORK/data" "$WORK/mnt0/d/raw" || fail "node 0: raw tree differs after node 2 died"
+for _ in $(seq 1 100); do
+  st=$(stat_field "$WORK/mnt0" '[m["state"] for m in s["cluster"]["members"]][2]')
+  [ "$st" != up ] && break
+  sleep 0.1
+done
+[ "$st" != up ] || fail "node 2 still shown up 10 s after it died"
+grep -q "rank 2 .* is down" "$WORK/d0.log" || fail "node 0 did not log node 2 down"
+back=$(stat_field "$WORK/mnt0" 's["datasets"][0]["bytes_by_source"]["backend"]')
+[ "$back" -gt 0 ] || fail "node 0 read node 2's stripe without the backend after it died"
+log "node 2 killed mid-epoch: node 0 stayed correct ($back bytes from the backend)"
+
+# A daemon with the wrong token is refused, and still serves correct bytes.
+rmdir "$WORK/mnt2" 2>/dev/null || true
+node 2 "$WORK/wrong-token"
+sleep 2
+grep -q "refused a hello .*wrong job token" "$WORK/d0.log" || fail "node 0 did not refuse the wrong token"
+grep -q "refused this node: wrong job token" "$WORK/d2.log" || fail "node 2 did not learn it was refused"
+same_tree "$WORK/data" "$WORK/mnt2/d/raw" || fail "the refused node read wrong bytes"
+by=$(stat_field "$WORK/mnt2" 's["datasets"][0]["bytes_by_source"]')
+"$PYTHON" -c "import sys; b=eval(sys.argv[1]); assert b['remote'] == 0, b" "$by" || fail "refused node got remote bytes: $by"
+kill -TERM "${PIDS[2]}"
+wait_exit "${PIDS[2]}"
+log "wrong token refused"
+
+# Back with the right token: node 0 gets node 2's stripe from its memory again.
+node 2
+for _ in $(seq 1 300); do all_resident 0 && break; sleep 0.1; done
+all_resident 0 || fail "node 2 did not rejoin"
+grep -q "rank 2 .* is back" "$WORK/d0.log" || fail "node 0 did not log node 2 back"
+before=$(stat_field "$WORK/mnt0" 's["datasets"][0]["bytes_by_source"]["backend"]')
+check_views "$WORK/mnt0" 2 1 >/dev/null || fail "node 0 after rejoin"
+after=$(stat_field "$WORK/mnt0" 's["datasets"][0]["bytes_by_source"]["backend"]')
+[ "$after" = "$before" ] || fail "node 0 still read $((after - before)) bytes from the backend after node 2 came back"
+"$DLFS_CTL" --socket "$(ctl_socket "$WORK/mnt0")" status | tee "$WORK/status.txt" | head -20
+grep -Eq "^2 +${ADDRS[2]//./\\.} +up " "$WORK/status.txt" || fail "dlfs-ctl status does not show rank 2 up"
+grep -q "the whole dataset is resident" "$WORK/status.txt" || fail "dlfs-ctl status does not say the dataset is resident"
+log "ok"

@@ -1,0 +1,175 @@
+// Contract tests of transport/fabric over real UCX endpoints in one process:
+// connect by address, messages with replies, registered memory read with
+// one-sided gets, failures seen by the other side. Meson runs this suite once
+// per transport (UCX_TLS=tcp and shared memory), so the code is exercised on
+// both.
+#include "transport/fabric.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <mutex>
+#include <random>
+
+namespace dlfs::transport {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Collects messages a Fabric receives; answers "ping:<x>" with "pong:<x>".
+struct Inbox {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> got;
+  Fabric::Handler handler() {
+    return [this](Message& m) {
+      if (m.bytes.rfind("ping:", 0) == 0 && m.reply) ASSERT_TRUE(m.reply("pong:" + m.bytes.substr(5)));
+      std::lock_guard lk(mu);
+      got.push_back(m.bytes);
+      cv.notify_all();
+    };
+  }
+  bool wait_for(const std::string& s, std::chrono::milliseconds t = 10s) {
+    std::unique_lock lk(mu);
+    return cv.wait_for(lk, t, [&] { return std::find(got.begin(), got.end(), s) != got.end(); });
+  }
+};
+
+struct Pair {
+  Inbox server_in, client_in;
+  std::unique_ptr<Fabric> server, client;
+  std::unique_ptr<Endpoint> ep;
+  std::atomic<int> failures{0};
+};
+
+std::unique_ptr<Pair> connect_pair() {
+  auto p = std::make_unique<Pair>();
+  auto s = Fabric::create({.listen_host = "127.0.0.1", .port = 0}, p->server_in.handler());
+  EXPECT_TRUE(s) << s.status().message();
+  if (!s) return nullptr;
+  p->server = std::move(s).value();
+  EXPECT_GT(p->server->port(), 0);
+  auto c = Fabric::create({.listen = false}, p->client_in.handler());
+  EXPECT_TRUE(c) << c.status().message();
+  if (!c) return nullptr;
+  p->client = std::move(c).value();
+  auto ep = p->client->connect("127.0.0.1", p->server->port(), [pp = p.get()](const std::string&) { ++pp->failures; });
+  EXPECT_TRUE(ep) << ep.status().message();
+  if (!ep) return nullptr;
+  p->ep = std::move(ep).value();
+  return p;
+}
+
+TEST(Fabric, MessagesArriveAndRepliesComeBack) {
+  auto p = connect_pair();
+  ASSERT_TRUE(p);
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(p->ep->send("ping:" + std::to_string(i)));
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_TRUE(p->server_in.wait_for("ping:" + std::to_string(i))) << i;
+    EXPECT_TRUE(p->client_in.wait_for("pong:" + std::to_string(i))) << i;
+  }
+  // A message sent without asking for a reply gets none.
+  ASSERT_TRUE(p->ep->send("ping:quiet", false));
+  EXPECT_TRUE(p->server_in.wait_for("ping:quiet"));
+  EXPECT_FALSE(p->client_in.wait_for("pong:quiet", 300ms));
+  EXPECT_EQ(p->failures.load(), 0);
+}
+
+TEST(Fabric, OneSidedGetsReadRegisteredMemoryExactly) {
+  auto p = connect_pair();
+  ASSERT_TRUE(p);
+  const size_t size = 8 << 20;
+  std::vector<std::byte> stripe(size);
+  std::mt19937_64 rng(7);
+  for (auto& b : stripe) b = static_cast<std::byte>(rng());
+  auto reg = p->server->register_memory(stripe.data(), size);
+  ASSERT_TRUE(reg) << reg.status().message();
+  ASSERT_FALSE((*reg)->packed_rkey().empty());
+  // The join must have happened before a key can be unpacked on the endpoint.
+  ASSERT_TRUE(p->ep->send("ping:join"));
+  ASSERT_TRUE(p->client_in.wait_for("pong:join"));
+  // Gets go over an endpoint made from the server's worker address (all
+  // transports), as the cluster does.
+  auto data_ep = p->client->connect_worker(p->server->worker_address(), "server", nullptr);
+  ASSERT_TRUE(data_ep) << data_ep.status().message();
+  auto& ep = *data_ep;
+  auto key = ep->unpack((*reg)->packed_rkey());
+  ASSERT_TRUE(key) << key.status().message();
+  for (int i = 0; i < 200; ++i) {
+    size_t len = i % 10 == 0 ? (1 << 20) : 1 + rng() % 70000;
+    size_t off = rng() % (size - len);
+    std::vector<std::byte> got(len);
+    Status s = ep->get(**key, (*reg)->address() + off, got, 5s);
+    ASSERT_TRUE(s) << s.message();
+    ASSERT_EQ(0, std::memcmp(got.data(), stripe.data() + off, len)) << off << "+" << len;
+  }
+  // Concurrent gets from several threads on one endpoint.
+  std::vector<std::thread> ts;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([&, t] {
+      std::mt19937_64 r(100 + t);
+      for (int i = 0; i < 100; ++i) {
+        size_t len = 4096 + r() % 200000, off = r() % (size - len);
+        std::vector<std::byte> got(len);
+        if (!ep->get(**key, (*reg)->address() + off, got, 5s) ||
+            std::memcmp(got.data(), stripe.data() + off, len) != 0)
+          ++bad;
+      }
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  key->reset();
+  // The run's transport is the one the gets used (meson sets DLFS_EXPECT_TL).
+  if (const char* tl = std::getenv("DLFS_EXPECT_TL")) {
+    std::string info = ep->describe();
+    EXPECT_NE(info.find(tl), std::string::npos) << "expected " << tl << " in:\n" << info;
+  }
+}
+
+TEST(Fabric, APeerThatGoesAwayIsSeenAsAFailure) {
+  auto p = connect_pair();
+  ASSERT_TRUE(p);
+  ASSERT_TRUE(p->ep->send("ping:1"));
+  ASSERT_TRUE(p->client_in.wait_for("pong:1"));
+  p->server.reset();  // the listener and the server side of the connection go away
+  for (int i = 0; i < 200 && !p->ep->failed(); ++i) {
+    (void)p->ep->send("ping:x");
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(p->ep->failed()) << "the endpoint did not notice its peer left";
+  EXPECT_EQ(p->failures.load(), 1) << "the failure callback runs once";
+  EXPECT_FALSE(p->ep->send("ping:after"));
+}
+
+TEST(Fabric, ConnectingToNobodyFailsWithoutHanging) {
+  Inbox in;
+  auto c = Fabric::create({.listen = false}, in.handler());
+  ASSERT_TRUE(c) << c.status().message();
+  std::atomic<int> failures{0};
+  // Port 1 on loopback: nothing listens there.
+  auto ep = (*c)->connect("127.0.0.1", 1, [&](const std::string&) { ++failures; });
+  if (ep) {
+    (void)(*ep)->send("ping:nobody");
+    for (int i = 0; i < 100 && !(*ep)->failed(); ++i) std::this_thread::sleep_for(50ms);
+    EXPECT_TRUE((*ep)->failed());
+  }
+  auto bad = (*c)->connect("no-such-host.invalid", 7710, nullptr);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.status().message().find("no-such-host.invalid"), std::string::npos) << bad.status().message();
+}
+
+TEST(Fabric, ListenerOnABusyPortIsRefusedWithTheAddress) {
+  Inbox in;
+  auto a = Fabric::create({.listen_host = "127.0.0.1", .port = 0}, in.handler());
+  ASSERT_TRUE(a) << a.status().message();
+  auto b = Fabric::create({.listen_host = "127.0.0.1", .port = (*a)->port()}, in.handler());
+  ASSERT_FALSE(b);
+  EXPECT_NE(b.status().message().find(std::to_string((*a)->port())), std::string::npos) << b.status().message();
+}
+
+}  // namespace
+}  // namespace dlfs::transport

@@ -1,0 +1,429 @@
+#include "transport/fabric.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+namespace dlfs::transport {
+namespace {
+
+constexpr unsigned kMessageId = 7;  // the one active-message id DLFS uses
+
+Status ucx_error(const std::string& what, ucs_status_t s) {
+  int err = s == UCS_ERR_NO_MEMORY ? ENOMEM : s == UCS_ERR_UNREACHABLE ? EHOSTUNREACH
+            : s == UCS_ERR_TIMED_OUT ? ETIMEDOUT : s == UCS_ERR_BUSY ? EADDRINUSE : EIO;
+  return Status(err, what + ": " + ucs_status_string(s));
+}
+
+// Resolves host (a name or a numeric address) and port to a socket address.
+Result<sockaddr_storage> resolve(const std::string& host, uint16_t port, bool passive) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  if (passive) hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  std::string p = std::to_string(port);
+  int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), p.c_str(), &hints, &res);
+  if (rc != 0) return Status(EHOSTUNREACH, "address '" + host + "': " + gai_strerror(rc));
+  sockaddr_storage ss{};
+  std::memcpy(&ss, res->ai_addr, res->ai_addrlen);
+  ::freeaddrinfo(res);
+  return ss;
+}
+
+// State of one get, shared by the caller and the completion callback so that
+// a caller that gave up (timeout) leaves the buffer to the callback.
+struct GetOp {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  ucs_status_t status = UCS_INPROGRESS;
+  std::unique_ptr<std::byte[]> buffer;
+};
+
+void get_done(void* request, ucs_status_t status, void* user_data) {
+  auto* holder = static_cast<std::shared_ptr<GetOp>*>(user_data);
+  {
+    std::lock_guard lk((*holder)->mu);
+    (*holder)->done = true;
+    (*holder)->status = status;
+  }
+  (*holder)->cv.notify_all();
+  delete holder;
+  ucp_request_free(request);
+}
+
+void send_done(void* request, ucs_status_t, void* user_data) {
+  delete static_cast<std::string*>(user_data);
+  ucp_request_free(request);
+}
+
+}  // namespace
+
+bool shared_memory_requested() {
+  const char* tls = std::getenv("UCX_TLS");
+  if (tls == nullptr) return false;
+  std::string t = tls;
+  for (const char* name : {"posix", "sysv", "cma", "knem", "xpmem", "shm", "sm"}) {
+    size_t at = 0;
+    while ((at = t.find(name, at)) != std::string::npos) {
+      const size_t end = at + std::strlen(name);
+      const bool starts = at == 0 || t[at - 1] == ',' || t[at - 1] == '^';
+      const bool ends = end == t.size() || t[end] == ',';
+      if (starts && ends && !(at > 0 && t[0] == '^')) return true;
+      at = end;
+    }
+  }
+  return false;
+}
+
+ucs_status_t wait_request(ucs_status_ptr_t request, std::chrono::milliseconds timeout) {
+  if (request == nullptr) return UCS_OK;
+  if (UCS_PTR_IS_ERR(request)) return UCS_PTR_STATUS(request);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  ucs_status_t s;
+  while ((s = ucp_request_check_status(request)) == UCS_INPROGRESS) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ucp_request_free(request);  // UCX releases it when it completes
+      return UCS_ERR_TIMED_OUT;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  ucp_request_free(request);
+  return s;
+}
+
+// ---- Endpoint -------------------------------------------------------------
+
+void Endpoint::on_error(void* arg, ucp_ep_h, ucs_status_t status) {
+  auto* self = static_cast<Endpoint*>(arg);
+  if (self->failed_.exchange(true)) return;
+  if (self->on_failure_) self->on_failure_(ucs_status_string(status));
+}
+
+Endpoint::~Endpoint() {
+  if (ep_ == nullptr) return;
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  fabric_.wake();
+  wait_request(ucp_ep_close_nbx(ep_, &p), std::chrono::seconds(2));
+}
+
+Status Endpoint::send(const std::string& bytes, bool want_reply) {
+  if (failed()) return Status(ECONNRESET, "connection to " + peer_ + " is broken");
+  auto* copy = new std::string(bytes);
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  p.cb.send = send_done;
+  p.user_data = copy;
+  // Eager: messages are small, and a rendezvous would need a receive call.
+  p.flags = UCP_AM_SEND_FLAG_EAGER | (want_reply ? UCP_AM_SEND_FLAG_REPLY : 0);
+  ucs_status_ptr_t r = ucp_am_send_nbx(ep_, kMessageId, nullptr, 0, copy->data(), copy->size(), &p);
+  if (r == nullptr) {
+    delete copy;
+  } else if (UCS_PTR_IS_ERR(r)) {
+    delete copy;
+    return ucx_error("message to " + peer_, UCS_PTR_STATUS(r));
+  }
+  fabric_.wake();
+  return Status::ok();
+}
+
+std::string Endpoint::describe() const {
+  char* buf = nullptr;
+  size_t len = 0;
+  FILE* f = ::open_memstream(&buf, &len);
+  if (!f) return "?";
+  ucp_ep_print_info(ep_, f);
+  std::fclose(f);
+  std::string out(buf, len);
+  std::free(buf);
+  return out;
+}
+
+Endpoint::RemoteKey::~RemoteKey() {
+  if (rkey_) ucp_rkey_destroy(rkey_);
+}
+
+Result<std::unique_ptr<Endpoint::RemoteKey>> Endpoint::unpack(const std::string& packed) {
+  std::unique_ptr<RemoteKey> k(new RemoteKey());
+  ucs_status_t s = ucp_ep_rkey_unpack(ep_, packed.data(), &k->rkey_);
+  if (s != UCS_OK) return ucx_error("remote key of " + peer_, s);
+  return k;
+}
+
+Status Endpoint::get(const RemoteKey& key, uint64_t remote_address, std::span<std::byte> dst,
+                     std::chrono::milliseconds timeout) {
+  if (failed()) return Status(ECONNRESET, "connection to " + peer_ + " is broken");
+  auto op = std::make_shared<GetOp>();
+  op->buffer = std::make_unique_for_overwrite<std::byte[]>(dst.size());
+  auto* holder = new std::shared_ptr<GetOp>(op);
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p.cb.send = get_done;
+  p.user_data = holder;
+  ucs_status_ptr_t r = ucp_get_nbx(ep_, op->buffer.get(), dst.size(), remote_address, key.rkey_, &p);
+  if (r == nullptr || UCS_PTR_IS_ERR(r)) {  // completed (or failed) at once: no callback
+    delete holder;
+    if (r != nullptr) return ucx_error("get from " + peer_, UCS_PTR_STATUS(r));
+    std::memcpy(dst.data(), op->buffer.get(), dst.size());
+    return Status::ok();
+  }
+  fabric_.wake();
+  std::unique_lock lk(op->mu);
+  if (!op->cv.wait_for(lk, timeout, [&] { return op->done; }))
+    return Status(ETIMEDOUT, "get of " + std::to_string(dst.size()) + " bytes from " + peer_ + " took more than " +
+                                 std::to_string(timeout.count()) + " ms");
+  if (op->status != UCS_OK) return ucx_error("get from " + peer_, op->status);
+  std::memcpy(dst.data(), op->buffer.get(), dst.size());
+  return Status::ok();
+}
+
+// ---- Registration ---------------------------------------------------------
+
+Registration::~Registration() {
+  if (memh_) ucp_mem_unmap(ctx_, memh_);
+}
+
+// ---- Fabric ---------------------------------------------------------------
+
+Result<std::unique_ptr<Fabric>> Fabric::create(const FabricOptions& options, Handler handler) {
+  std::unique_ptr<Fabric> f(new Fabric());
+  f->handler_ = std::move(handler);
+  // A restarted daemon must get its port back while the old connections
+  // linger in TIME_WAIT (the user's own setting wins).
+  ::setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
+  ucp_config_t* config = nullptr;
+  if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK) return ucx_error("UCX config", s);
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  // No UCP_FEATURE_WAKEUP: shared-memory transports cannot raise events and
+  // UCX leaves them out of a context that asks for it. The progress thread
+  // polls instead, backing off to short sleeps when idle.
+  params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM;
+  params.mt_workers_shared = 1;
+  ucs_status_t s = ucp_init(&params, config, &f->context_);
+  ucp_config_release(config);
+  if (s != UCS_OK) return ucx_error("UCX init (check UCX_TLS)", s);
+
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_MULTI;
+  if ((s = ucp_worker_create(f->context_, &wp, &f->worker_)) != UCS_OK) return ucx_error("UCX worker", s);
+
+  ucp_am_handler_param_t hp{};
+  hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
+                  UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+  hp.id = kMessageId;
+  hp.cb = &Fabric::on_message;
+  hp.arg = f.get();
+  hp.flags = UCP_AM_FLAG_WHOLE_MSG;
+  if ((s = ucp_worker_set_am_recv_handler(f->worker_, &hp)) != UCS_OK) return ucx_error("UCX message handler", s);
+
+  if (options.listen) {
+    auto addr = resolve(options.listen_host, options.port, true);
+    if (!addr) return addr.status().with_context("listener");
+    ucp_listener_params_t lp{};
+    lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+    lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
+    lp.sockaddr.addrlen = sizeof(sockaddr_storage);
+    lp.conn_handler.cb = &Fabric::on_connection;
+    lp.conn_handler.arg = f.get();
+    std::string where = (options.listen_host.empty() ? "*" : options.listen_host) + ":" + std::to_string(options.port);
+    if ((s = ucp_listener_create(f->worker_, &lp, &f->listener_)) != UCS_OK)
+      return ucx_error("UCX listener on " + where, s);
+    ucp_listener_attr_t la{};
+    la.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+    if ((s = ucp_listener_query(f->listener_, &la)) != UCS_OK) return ucx_error("UCX listener query", s);
+    const auto* sa = reinterpret_cast<const sockaddr*>(&la.sockaddr);
+    f->port_ = ntohs(sa->sa_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port
+                                               : reinterpret_cast<const sockaddr_in*>(sa)->sin_port);
+  }
+  f->progress_ = std::thread([p = f.get()] { p->progress_loop(); });
+  return f;
+}
+
+Fabric::~Fabric() {
+  {
+    std::lock_guard lk(accepted_mu_);
+    accepted_.clear();  // closes the server sides (the progress thread still runs)
+  }
+  if (listener_) ucp_listener_destroy(listener_);
+  stop_.store(true);
+  wake();
+  if (progress_.joinable()) progress_.join();
+  if (worker_) ucp_worker_destroy(worker_);
+  if (context_) ucp_cleanup(context_);
+}
+
+std::string Fabric::transports() const {
+  ucp_context_attr_t a{};
+  a.field_mask = UCP_ATTR_FIELD_NAME;
+  if (ucp_context_query(context_, &a) != UCS_OK) return "?";
+  const char* tls = std::getenv("UCX_TLS");
+  return std::string("UCX ") + ucp_get_version_string() + ", UCX_TLS=" + (tls ? tls : "all");
+}
+
+void Fabric::wake() { idle_rounds_.store(0, std::memory_order_relaxed); }
+
+void Fabric::progress_loop() {
+  // Poll while there is work; when idle, sleep in short steps growing to
+  // kIdleSleep. wake() (a local request was posted) resets the back-off. A
+  // peer's request to this node (an emulated get over TCP) waits at most one
+  // sleep step.
+  constexpr auto kIdleSleep = std::chrono::microseconds(200);
+  while (!stop_.load(std::memory_order_acquire)) {
+    if (ucp_worker_progress(worker_) != 0) {
+      idle_rounds_.store(0, std::memory_order_relaxed);
+      continue;
+    }
+    const unsigned idle = idle_rounds_.fetch_add(1, std::memory_order_relaxed);
+    if (idle < 64) continue;  // stay hot right after activity
+    std::this_thread::sleep_for(std::min<std::chrono::microseconds>(kIdleSleep, std::chrono::microseconds(idle / 64 * 20)));
+  }
+}
+
+void Fabric::on_connection(ucp_conn_request_h request, void* arg) {
+  auto* self = static_cast<Fabric*>(arg);
+  ucp_conn_request_attr_t a{};
+  a.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
+  std::string from = "?";
+  if (ucp_conn_request_query(request, &a) == UCS_OK) {
+    char host[NI_MAXHOST], serv[NI_MAXSERV];
+    if (::getnameinfo(reinterpret_cast<sockaddr*>(&a.client_address), sizeof a.client_address, host, sizeof host,
+                      serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) == 0)
+      from = std::string(host) + ":" + serv;
+  }
+  std::unique_ptr<Endpoint> e(new Endpoint(*self, from));
+  ucp_ep_params_t p{};
+  p.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  p.conn_request = request;
+  p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  p.err_handler.cb = &Endpoint::on_error;
+  p.err_handler.arg = e.get();
+  if (ucs_status_t s = ucp_ep_create(self->worker_, &p, &e->ep_); s != UCS_OK) {
+    spdlog::warn("transport: could not accept a connection from {}: {}", from, ucs_status_string(s));
+    return;
+  }
+  std::lock_guard lk(self->accepted_mu_);
+  // Drop the server sides of connections that broke since (their peers left).
+  std::erase_if(self->accepted_, [](const std::unique_ptr<Endpoint>& x) { return x->failed(); });
+  self->accepted_.push_back(std::move(e));
+}
+
+ucs_status_t Fabric::on_message(void* arg, const void*, size_t, void* data, size_t length,
+                                const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<Fabric*>(arg);
+  Message m;
+  m.bytes.assign(static_cast<const char*>(data), length);
+  if ((param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) && param->reply_ep) {
+    ucp_ep_h reply_ep = param->reply_ep;
+    m.from = "a peer";
+    {
+      std::lock_guard lk(self->accepted_mu_);
+      for (auto& e : self->accepted_)
+        if (e->ep_ == reply_ep) m.from = e->peer_;
+    }
+    m.reply = [self, reply_ep](const std::string& bytes) -> Status {
+      auto* copy = new std::string(bytes);
+      ucp_request_param_t p{};
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+      p.cb.send = send_done;
+      p.user_data = copy;
+      p.flags = UCP_AM_SEND_FLAG_EAGER;
+      ucs_status_ptr_t r = ucp_am_send_nbx(reply_ep, kMessageId, nullptr, 0, copy->data(), copy->size(), &p);
+      if (r == nullptr) delete copy;
+      else if (UCS_PTR_IS_ERR(r)) {
+        delete copy;
+        return ucx_error("reply", UCS_PTR_STATUS(r));
+      }
+      (void)self;
+      return Status::ok();
+    };
+  }
+  try {
+    self->handler_(m);
+  } catch (const std::exception& e) {  // never across a C callback
+    spdlog::error("transport: message handler failed: {}", e.what());
+  }
+  return UCS_OK;
+}
+
+Result<std::unique_ptr<Endpoint>> Fabric::connect(const std::string& host, uint16_t port,
+                                                  std::function<void(const std::string& why)> on_failure) {
+  auto addr = resolve(host, port, false);
+  std::string peer = host + ":" + std::to_string(port);
+  if (!addr) return addr.status().with_context("peer " + peer);
+  std::unique_ptr<Endpoint> e(new Endpoint(*this, peer));
+  e->on_failure_ = std::move(on_failure);
+  ucp_ep_params_t p{};
+  p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLER |
+                 UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+  p.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
+  p.sockaddr.addrlen = sizeof(sockaddr_storage);
+  p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  p.err_handler.cb = &Endpoint::on_error;
+  p.err_handler.arg = e.get();
+  if (ucs_status_t s = ucp_ep_create(worker_, &p, &e->ep_); s != UCS_OK) return ucx_error("connect to " + peer, s);
+  wake();
+  return e;
+}
+
+std::string Fabric::worker_address() const {
+  ucp_address_t* a = nullptr;
+  size_t len = 0;
+  if (ucp_worker_get_address(worker_, &a, &len) != UCS_OK) return {};
+  std::string out(reinterpret_cast<const char*>(a), len);
+  ucp_worker_release_address(worker_, a);
+  return out;
+}
+
+Result<std::unique_ptr<Endpoint>> Fabric::connect_worker(const std::string& address, const std::string& peer,
+                                                         std::function<void(const std::string& why)> on_failure) {
+  if (address.empty()) return Status(EINVAL, "empty worker address from " + peer);
+  std::unique_ptr<Endpoint> e(new Endpoint(*this, peer));
+  e->on_failure_ = std::move(on_failure);
+  ucp_ep_params_t p{};
+  p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLER |
+                 UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  p.address = reinterpret_cast<const ucp_address_t*>(address.data());
+  // Peer-failure handling excludes shared-memory transports (UCX cannot
+  // detect a dead peer on them), so it is dropped when they are asked for;
+  // heartbeats over the connect()ed endpoint then notice a dead peer.
+  p.err_mode = shared_memory_requested() ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
+  p.err_handler.cb = &Endpoint::on_error;
+  p.err_handler.arg = e.get();
+  if (ucs_status_t s = ucp_ep_create(worker_, &p, &e->ep_); s != UCS_OK)
+    return ucx_error("data endpoint to " + peer, s);
+  wake();
+  return e;
+}
+
+Result<std::unique_ptr<Registration>> Fabric::register_memory(void* address, size_t length) {
+  std::unique_ptr<Registration> r(new Registration(context_));
+  ucp_mem_map_params_t p{};
+  p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  p.address = address;
+  p.length = length;
+  if (ucs_status_t s = ucp_mem_map(context_, &p, &r->memh_); s != UCS_OK)
+    return ucx_error("registering " + std::to_string(length) + " bytes for remote reads", s);
+  void* buf = nullptr;
+  size_t size = 0;
+  if (ucs_status_t s = ucp_rkey_pack(context_, r->memh_, &buf, &size); s != UCS_OK)
+    return ucx_error("packing a remote key", s);
+  r->rkey_.assign(static_cast<const char*>(buf), size);
+  ucp_rkey_buffer_release(buf);
+  r->address_ = reinterpret_cast<uint64_t>(address);
+  return r;
+}
+
+}  // namespace dlfs::transport
