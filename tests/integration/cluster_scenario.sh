@@ -9,7 +9,8 @@
 # daemon mid-epoch leaves the others' reads correct and complete (its stripe
 # then comes from the backend); a daemon with a wrong token is refused and
 # still reads correct bytes; restarted with the right token it rejoins and
-# serves its stripe again.
+# serves its stripe again; a daemon that stops answering (SIGSTOP) is marked
+# down within a few seconds and comes back when it answers.
 MODE=${1:?usage: cluster_scenario.sh netns|shm}
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns_lib.sh"
@@ -132,6 +133,25 @@ before=$(stat_field "$WORK/mnt0" 's["datasets"][0]["bytes_by_source"]["backend"]
 check_views "$WORK/mnt0" 2 1 >/dev/null || fail "node 0 after rejoin"
 after=$(stat_field "$WORK/mnt0" 's["datasets"][0]["bytes_by_source"]["backend"]')
 [ "$after" = "$before" ] || fail "node 0 still read $((after - before)) bytes from the backend after node 2 came back"
+# A peer that stops answering (SIGSTOP: its sockets stay open) is marked down
+# within a few seconds; meanwhile reads wait at most a get's timeout, then use
+# the backend, and stay correct. When it answers again it is back.
+kill -STOP "${PIDS[1]}"
+start=$(date +%s%N)
+check_views "$WORK/mnt0" 3 1 || { kill -CONT "${PIDS[1]}"; fail "node 0's reads with node 1 stopped"; }
+for _ in $(seq 1 100); do
+  st=$(stat_field "$WORK/mnt0" '[m["state"] for m in s["cluster"]["members"]][1]')
+  [ "$st" != up ] && break
+  sleep 0.1
+done
+took=$((($(date +%s%N) - start) / 1000000))
+kill -CONT "${PIDS[1]}"
+[ "$st" != up ] || fail "node 1 stopped answering but was still up after ${took} ms"
+grep -q "rank 1 .* is down: no heartbeat" "$WORK/d0.log" || fail "node 0 did not log node 1's silence"
+for _ in $(seq 1 300); do all_resident 0 && break; sleep 0.1; done
+all_resident 0 || fail "node 1 did not come back after SIGCONT"
+log "node 1 stopped: marked down within ${took} ms (reads correct meanwhile), back after SIGCONT"
+
 "$DLFS_CTL" --socket "$(ctl_socket "$WORK/mnt0")" status | tee "$WORK/status.txt" | head -20
 grep -Eq "^2 +${ADDRS[2]//./\\.} +up " "$WORK/status.txt" || fail "dlfs-ctl status does not show rank 2 up"
 grep -q "the whole dataset is resident" "$WORK/status.txt" || fail "dlfs-ctl status does not say the dataset is resident"

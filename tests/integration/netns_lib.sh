@@ -21,7 +21,21 @@
 # appears in the host's namespace, even for a moment, and deleting the
 # namespaces deletes every interface this made.
 #
-# Functions: require_netns, netns_up TAG N, netns_down TAG, in_node I CMD...,
+# UCX in a node (found with UCX 1.13, Debian 12):
+#   - UCX_TLS=tcp UCX_NET_DEVICES=eth0. UCX_TLS must exclude shared memory:
+#     namespaces separate networks, not memory, so with posix/sysv/cma allowed
+#     two "nodes" talk through shared memory and no byte crosses the veth.
+#   - UCX's tcp transport lists its devices from /sys/class/net, and under
+#     nsenter --net that is still the *host's* sysfs (sysfs shows the network
+#     namespace of whoever mounted it): UCX sees a node interface only if the
+#     host has an interface of the same name. Node interfaces are named eth0
+#     for that reason; on a host without an eth0, UCX in a node finds no
+#     device ("network device 'eth0' is not available"): `require_netns ucx`
+#     skips then.
+#   - UCX checks IFF_RUNNING, which the kernel sets up to a second after a veth
+#     comes up (linkwatch); netns_up waits until every eth0 is operationally up.
+#
+# Functions: require_netns [ucx], netns_up TAG N, netns_down TAG, in_node I CMD...,
 # node_wrap I.
 # After netns_up: NETNS_NAMES[i] (namespace of node i), NETNS_ADDRS[i] (its
 # address, no prefix length), NETNS_HUB, NETNS_TAG (plain shell arrays and
@@ -33,10 +47,12 @@ NETNS_HUB=
 NETNS_TAG=
 NETNS_DIR=/var/run/netns   # where `ip netns add` puts its bind mounts
 
-# require_netns: exits 77 (the "skipped" code of meson and of lib.sh) with a
-# one-line reason unless this machine can run netns_up: root, `ip netns`,
-# nsenter, and veth and bridge devices. Probes by building and deleting a
-# throwaway namespace with a veth pair and a bridge.
+# require_netns [ucx]: exits 77 (the "skipped" code of meson and of lib.sh)
+# with a one-line reason unless this machine can run netns_up: root, `ip
+# netns`, nsenter, and veth and bridge devices. Probes by building and deleting
+# a throwaway namespace with a veth pair and a bridge. With "ucx", also unless
+# UCX's tcp transport can see a node's eth0 (the host must have an eth0: see
+# the header).
 require_netns() {
   local why= probe="dlfs-probe-$$-${RANDOM}" err
   if [ "$(id -u)" -ne 0 ]; then
@@ -58,6 +74,9 @@ require_netns() {
       why="ip netns does not keep its namespaces in $NETNS_DIR (nsenter needs them there)"
     fi
     ip netns del "$probe" 2>/dev/null || true
+  fi
+  if [ -z "$why" ] && [ "${1:-}" = ucx ] && ! [ -e /sys/class/net/eth0 ]; then
+    why="the host has no eth0: UCX (tcp) lists devices from the host's /sys/class/net and would not see a node's eth0"
   fi
   if [ -n "$why" ]; then
     echo "SKIP: $why"
@@ -153,6 +172,19 @@ netns_up() {
     _netns_do "bringing up $hport" ip -n "$hub" link set "$hport" up || { netns_down "$tag"; return 1; }
     _netns_do "addressing eth0 in $ns" ip -n "$ns" addr add "10.213.0.$((i + 1))/24" dev eth0 || { netns_down "$tag"; return 1; }
     _netns_do "bringing up eth0 in $ns" ip -n "$ns" link set eth0 up || { netns_down "$tag"; return 1; }
+  done
+  # Operationally up (IFF_RUNNING, what UCX checks) can lag `ip link set up`
+  # by up to a second; RTM_GETLINK also makes the kernel settle it at once.
+  for ((i = 0; i < n; i++)); do
+    local tries=0
+    until ip -n "${NETNS_NAMES[$i]}" -o link show dev eth0 2>/dev/null | grep -q "state UP"; do
+      if [ $((++tries)) -gt 100 ]; then
+        echo "netns_up: eth0 in ${NETNS_NAMES[$i]} did not come up within 5 s: $(ip -n "${NETNS_NAMES[$i]}" -o link show dev eth0 2>&1)" >&2
+        netns_down "$tag"
+        return 1
+      fi
+      sleep 0.05
+    done
   done
   for ((i = 1; i < n; i++)); do
     if ! _netns_reachable "${NETNS_NAMES[0]}" "${NETNS_ADDRS[$i]}"; then

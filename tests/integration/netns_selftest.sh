@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Self-test of netns_lib.sh (run as root; exits 77 where namespaces cannot be
-# built). Brings up 3 nodes and checks: the address plan; that no interface of
+# built). Brings up 3 nodes and checks: that UCX's tcp transport (if
+# installed) sees eth0 in every node at once; the address plan; that no interface of
 # the run appears in the host's namespace; TCP between nodes through the bridge
 # (a python3 listener in n1, clients in n0 and n2); that in_node changes the
 # network namespace only (a tmpfs mounted through in_node is visible in the
@@ -35,6 +36,14 @@ cleanup() {
 trap cleanup EXIT
 
 netns_up "$TAG" 3 || fail "netns_up failed"
+# At once after netns_up, UCX (when installed) in each node sees eth0.
+if command -v ucx_info >/dev/null && [ -e /sys/class/net/eth0 ]; then
+  for i in 0 1 2; do
+    out=$(in_node "$i" env UCX_TLS=tcp UCX_NET_DEVICES=eth0 UCX_WARN_UNUSED_ENV_VARS=n ucx_info -e -u t 2>&1) || true
+    grep -q "tcp/eth0" <<<"$out" || fail "UCX in node $i does not see eth0: $(grep -m2 -E 'WARN|ERROR' <<<"$out")"
+  done
+  log "UCX (tcp) sees eth0 in every node"
+fi
 [ ${#NETNS_NAMES[@]} = 3 ] && [ ${#NETNS_ADDRS[@]} = 3 ] || fail "NETNS_NAMES/NETNS_ADDRS do not have 3 entries"
 [ "$NETNS_HUB" = "dlfs-$TAG-hub" ] || fail "NETNS_HUB is '$NETNS_HUB'"
 

@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""Striping benchmarks: every figure printed is measured in this run.
+
+  aggregate  1, 2 and 3 daemons, each in its own network namespace (veth pairs
+             through a bridge, UCX over tcp), the dataset striped across them and
+             fully resident; every node streams its rank's epoch view
+             (epochs/<e>/<N>/<r>.tar, 1 MiB reads) at the same time. Aggregate
+             MB/s = all bytes / the slowest node's time. Each repetition reads a
+             new epoch, so the kernel's page cache never answers.
+  remote     2 nodes: node 0 reads raw files that lie wholly in node 1's stripe
+             (every byte a one-sided get), 1 MiB reads, page cache dropped; against
+             ucx_perftest's ucp_get of 1 MiB between the same two namespaces.
+
+All nodes share this machine's cores: the aggregate shows what the software
+path costs, not what separate machines would reach.
+
+usage: cluster_bench.py [--build DIR] [--workdir DIR] [--size 1G] [--nodes 1,2,3]
+                        [--repeat 3] [--json out.json]
+Needs root (namespaces, FUSE mounts).
+"""
+import argparse
+import json
+import os
+import re
+import secrets
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_bench import Daemons, SRC, drop_caches, ensure_dataset, log, size_arg  # noqa: E402
+
+MiB = 1 << 20
+NETNS_LIB = os.path.join(SRC, "tests/integration/netns_lib.sh")
+
+
+def netns(cmd, tag, n=0):
+    script = f'set -euo pipefail; skip() {{ echo "$*" >&2; exit 77; }}; source {NETNS_LIB}; '
+    script += {"up": f"require_netns; netns_up {tag} {n}", "down": f"netns_down {tag}"}[cmd]
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+    if r.returncode != 0 and cmd == "up":
+        sys.exit(f"cannot build {n} network namespaces: {r.stderr.strip()}")
+    return [f"dlfs-{tag}-n{i}" for i in range(n)], [f"10.213.0.{i + 1}" for i in range(n)]
+
+
+def stats(mnt):
+    with open(os.path.join(mnt, ".dlfs/stats")) as f:
+        return json.load(f)
+
+
+def all_resident(mnt):
+    try:
+        s = stats(mnt)
+    except (OSError, ValueError):
+        return False
+    c = s.get("cluster")
+    return (c is None or c["all_resident"]) and all(d["load"]["state"] == "done" for d in s["datasets"])
+
+
+def read_stream(path, bs=MiB):
+    fd = os.open(path, os.O_RDONLY)
+    n = 0
+    try:
+        while True:
+            b = os.read(fd, bs)
+            if not b:
+                break
+            n += len(b)
+    finally:
+        os.close(fd)
+    return n
+
+
+class Cluster:
+    """n daemons in n namespaces, striping one dataset."""
+
+    def __init__(self, a, n, daemons):
+        self.n, self.tag = n, f"cb{os.getpid()}"
+        self.names, self.addrs = netns("up", self.tag, n)
+        self.mnts = [os.path.join(a.workdir, f"mnt-{n}-{i}") for i in range(n)]
+        token = os.path.join(a.workdir, "token")
+        with open(os.open(token, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+            f.write(secrets.token_hex(32))
+        port = 21000 + os.getpid() % 20000
+        peers = ",".join(f"{ip}:{port}" for ip in self.addrs)
+        env = dict(os.environ, UCX_TLS="tcp", UCX_NET_DEVICES="eth0", UCX_WARN_UNUSED_ENV_VARS="n")
+        os.environ.update(env)  # Daemons.start inherits it
+        for i in range(n):
+            argv = ["nsenter", f"--net=/var/run/netns/{self.names[i]}", "--", a.dlfsd, "--mountpoint", self.mnts[i],
+                    "--backend", a.dataset, "--name", "ds", "--seed", "3", "--memory-budget", "4G",
+                    "--control-socket", os.path.join(a.workdir, f"ctl-{n}-{i}.sock"), "--token-file", token,
+                    "--peers", peers, "--rank", str(i)]
+            if n == 1:
+                argv = argv[argv.index("--") + 1:argv.index("--token-file")]
+            daemons.start(f"dlfsd {i}/{n}", argv, self.mnts[i], lambda m=self.mnts[i]: os.path.exists(m + "/.dlfs/stats"),
+                          os.path.join(a.workdir, f"dlfsd-{n}-{i}.log"))
+        deadline = time.time() + 300
+        while not all(all_resident(m) for m in self.mnts):
+            if time.time() > deadline:
+                sys.exit(f"{n}-node cluster not resident after 300 s")
+            time.sleep(0.2)
+
+    def close(self, daemons):
+        daemons.stop_all()
+        netns("down", self.tag)
+
+
+def bench_aggregate(a, n, daemons, results):
+    c = Cluster(a, n, daemons)
+    try:
+        rates = []
+        for rep in range(a.repeat):
+            epoch = rep + 1
+            got = [0] * n
+            ends = [0.0] * n
+            t0 = time.perf_counter()
+
+            def run(i):
+                got[i] = read_stream(f"{c.mnts[i]}/ds/epochs/{epoch}/{n}/{i}.tar")
+                ends[i] = time.perf_counter()
+
+            ts = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            secs = max(ends) - t0
+            rate = sum(got) / secs / 1e6
+            rates.append(rate)
+            log(f"aggregate {n} node(s) rep {rep}: {sum(got) / MiB:.0f} MiB in {secs:.2f} s = {rate:,.0f} MB/s")
+        by = [stats(m)["datasets"][0]["bytes_by_source"] for m in c.mnts]
+        results["aggregate"][str(n)] = {"mb_s": statistics.median(rates), "runs": rates, "bytes_by_source": by}
+    finally:
+        c.close(daemons)
+
+
+def perftest(a, names, addr):
+    """ucx_perftest ucp_get of 1 MiB from namespace 0 to namespace 1, MB/s."""
+    port = str(13000 + os.getpid() % 10000)
+    env = dict(os.environ, UCX_TLS="tcp", UCX_NET_DEVICES="eth0")
+    server = subprocess.Popen(["nsenter", f"--net=/var/run/netns/{names[1]}", "--", "ucx_perftest", "-p", port],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1.0)
+        out = subprocess.run(["timeout", "120", "nsenter", f"--net=/var/run/netns/{names[0]}", "--", "ucx_perftest",
+                              addr, "-p", port, "-t", "ucp_get", "-s", str(MiB), "-n", str(a.perftest_iters)],
+                             env=env, capture_output=True, text=True)
+    finally:
+        server.kill()
+        server.wait()
+    # The final line: "Final:  <iters> <lat...> <bw avg MB/s> <bw overall MB/s> ..."; take overall bandwidth.
+    for line in out.stdout.splitlines():
+        if line.strip().startswith("Final:"):
+            nums = re.findall(r"[-+]?\d+\.?\d*", line)
+            # columns: iterations, typical lat, avg lat, overall lat, avg bw, overall bw, avg mr, overall mr
+            return float(nums[5]) * MiB / 1e6
+    sys.exit("ucx_perftest printed no final line:\n" + out.stdout + out.stderr)
+
+
+def bench_remote(a, daemons, results):
+    c = Cluster(a, 2, daemons)
+    try:
+        s = stats(c.mnts[1])["datasets"][0]["stripe"]
+        # Files wholly inside node 1's stripe, in canonical (byte-wise sorted path) order.
+        files = sorted(os.path.relpath(os.path.join(d, f), a.dataset)
+                       for d, _, fs in os.walk(a.dataset) for f in fs)
+        off, inside = 0, []
+        for f in sorted(files, key=lambda p: p.encode()):
+            size = os.path.getsize(os.path.join(a.dataset, f))
+            if off >= s["begin"] and off + size <= s["end"]:
+                inside.append(f)
+            off += size
+        rates, perf = [], []
+        for rep in range(a.repeat):
+            drop_caches()
+            before = stats(c.mnts[0])["datasets"][0]["bytes_by_source"]
+            t0 = time.perf_counter()
+            n = sum(read_stream(os.path.join(c.mnts[0], "ds/raw", f)) for f in inside)
+            secs = time.perf_counter() - t0
+            after = stats(c.mnts[0])["datasets"][0]["bytes_by_source"]
+            remote = after["remote"] - before["remote"]
+            if remote < n or after["backend"] != before["backend"]:
+                sys.exit(f"node 0's reads were not all remote gets: {before} -> {after} for {n} bytes")
+            rates.append(n / secs / 1e6)
+            perf.append(perftest(a, c.names, c.addrs[1]))
+            log(f"remote rep {rep}: {n / MiB:.0f} MiB of node 1's stripe read on node 0 at {rates[-1]:,.0f} MB/s; "
+                f"ucx_perftest ucp_get 1 MiB {perf[-1]:,.0f} MB/s")
+        results["remote"] = {"dlfs_mb_s": statistics.median(rates), "perftest_mb_s": statistics.median(perf),
+                             "ratio": statistics.median(rates) / statistics.median(perf), "runs": rates,
+                             "perftest_runs": perf, "bytes": n}
+    finally:
+        c.close(daemons)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(SRC, "build"))
+    ap.add_argument("--workdir", default="/tmp/dlfs-cluster-bench")
+    ap.add_argument("--size", type=size_arg, default=1 << 30, help="dataset size (files of 1 MiB)")
+    ap.add_argument("--nodes", default="1,2,3")
+    ap.add_argument("--only", default="aggregate,remote")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--perftest-iters", type=int, default=2000)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("cluster_bench.py needs root (network namespaces and FUSE mounts)")
+    a.dlfsd = os.path.join(a.build, "fs/dlfsd")
+    os.makedirs(a.workdir, exist_ok=True)
+    a.dataset = os.path.join(a.workdir, f"data-{a.size >> 20}M")
+    ensure_dataset(a.dataset, a.size // MiB, MiB, 16)
+    results = {"aggregate": {}}
+    daemons = Daemons()
+    try:
+        if "aggregate" in a.only:
+            for n in [int(x) for x in a.nodes.split(",")]:
+                bench_aggregate(a, n, daemons, results)
+        if "remote" in a.only:
+            bench_remote(a, daemons, results)
+    finally:
+        daemons.stop_all()
+    print("\nEpoch-view streams, every node at once (MB/s, median; all nodes share this machine's 2 cores):")
+    base = results["aggregate"].get("1", {}).get("mb_s")
+    for n, r in results["aggregate"].items():
+        ratio = f"   {r['mb_s'] / base:.2f}x of 1 node" if base else ""
+        remote = sum(b["remote"] for b in r["bytes_by_source"])
+        backend = sum(b["backend"] for b in r["bytes_by_source"])
+        print(f"  {n} node(s)  {r['mb_s']:8,.0f}{ratio}   remote {remote / MiB:,.0f} MiB, backend {backend / MiB:,.0f} MiB")
+    if "remote" in results:
+        r = results["remote"]
+        print(f"Remote-get path (node 0 reading node 1's stripe, 1 MiB reads): {r['dlfs_mb_s']:,.0f} MB/s; "
+              f"ucx_perftest ucp_get 1 MiB on the same link: {r['perftest_mb_s']:,.0f} MB/s; ratio {r['ratio']:.2f}x")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
