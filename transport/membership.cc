@@ -20,7 +20,8 @@ bool parse_u64(std::string_view s, uint64_t& out) {
   return ec == std::errc() && p == s.data() + s.size();
 }
 
-// Splits at commas that are not inside brackets.
+// Splits at separators (',', ' ', tab: Slurm's set) that are not inside
+// brackets. Runs of separators make no empty names, as in Slurm.
 Result<std::vector<std::string_view>> split_top(std::string_view list) {
   std::vector<std::string_view> out;
   int depth = 0;
@@ -29,8 +30,8 @@ Result<std::vector<std::string_view>> split_top(std::string_view list) {
     const char c = i < list.size() ? list[i] : ',';
     if (c == '[') ++depth;
     if (c == ']' && --depth < 0) return Status(EINVAL, "host list '" + std::string(list) + "': unbalanced ']'");
-    if (c == ',' && depth == 0) {
-      out.push_back(list.substr(start, i - start));
+    if ((c == ',' || c == ' ' || c == '\t') && depth == 0) {
+      if (i > start) out.push_back(list.substr(start, i - start));
       start = i + 1;
     }
   }
@@ -54,8 +55,8 @@ Result<std::vector<std::string>> expand_group(std::string_view group, std::strin
     if (b < a) return Status(EINVAL, "host list '" + std::string(whole) + "': range '" + std::string(item) + "' is reversed");
     if (b - a >= kMaxHosts) return Status(E2BIG, "host list '" + std::string(whole) + "' names too many hosts");
     const size_t width = lo.size() > 1 && lo[0] == '0' ? lo.size() : 0;  // keep the zero padding
-    for (uint64_t v = a; v <= b; ++v) {
-      std::string s = std::to_string(v);
+    for (uint64_t k = 0; k <= b - a; ++k) {  // counts, so b = UINT64_MAX cannot wrap
+      std::string s = std::to_string(a + k);
       if (s.size() < width) s.insert(0, width - s.size(), '0');
       out.push_back(std::move(s));
     }
@@ -94,6 +95,8 @@ Result<PeerAddress> parse_peer(std::string_view text, uint16_t default_port) {
     }
   }
   if (p.host.empty()) return Status(EINVAL, what + ": empty host");
+  // A stray bracket is a typo (a half-written IPv6 literal, a pasted hostlist), not a host name.
+  if (p.host.find_first_of("[]") != std::string::npos) return Status(EINVAL, what + ": unbalanced brackets");
   uint64_t v = default_port;
   if (!port.empty() && (!parse_u64(port, v) || v == 0 || v > 65535))
     return Status(EINVAL, what + ": port '" + std::string(port) + "' is not a number in 1..65535");
@@ -102,12 +105,11 @@ Result<PeerAddress> parse_peer(std::string_view text, uint16_t default_port) {
 }
 
 Result<std::vector<std::string>> expand_hostlist(std::string_view list) {
-  if (list.empty()) return Status(EINVAL, "host list is empty");
   auto items = split_top(list);
   if (!items) return items.status();
+  if (items->empty()) return Status(EINVAL, "host list '" + std::string(list) + "' names no host");
   std::vector<std::string> out;
   for (std::string_view item : *items) {
-    if (item.empty()) return Status(EINVAL, "host list '" + std::string(list) + "' has an empty name");
     // Expand bracket groups left to right: a cartesian product.
     std::vector<std::string> names = {""};
     size_t pos = 0;
@@ -116,10 +118,10 @@ Result<std::vector<std::string>> expand_hostlist(std::string_view list) {
       std::string_view literal = item.substr(pos, open == std::string_view::npos ? std::string_view::npos : open - pos);
       for (auto& n : names) n += literal;
       if (open == std::string_view::npos) break;
-      const size_t close = item.find(']', open);
+      const size_t close = item.find(']', open);  // split_top checked the balance
+      if (close == open + 1) return Status(EINVAL, "host list '" + std::string(list) + "' has an empty '[]'");
       auto values = expand_group(item.substr(open + 1, close - open - 1), list);
       if (!values) return values.status();
-      if (values->empty()) return Status(EINVAL, "host list '" + std::string(list) + "' has an empty '[]'");
       std::vector<std::string> next;
       if (names.size() * values->size() > kMaxHosts)
         return Status(E2BIG, "host list '" + std::string(list) + "' names too many hosts");

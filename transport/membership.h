@@ -37,7 +37,9 @@ Result<PeerAddress> parse_peer(std::string_view text, uint16_t default_port);
 // Slurm's hostlist expansion, as `scontrol show hostnames` does it:
 // "node[01-03,07],gpu5" -> node01 node02 node03 node07 gpu5. Zero padding of
 // a range's first bound is kept; several bracket groups in one name expand as
-// a cartesian product, left to right.
+// a cartesian product, left to right; names are separated by ',', ' ' or tab
+// outside brackets. Errors (unbalanced or empty brackets, a reversed or
+// non-numeric range, no names, more than 65536 names) quote the list.
 Result<std::vector<std::string>> expand_hostlist(std::string_view list);
 
 struct MembershipInput {

@@ -27,7 +27,7 @@ umask 022
 
 ADDRS=()
 if [ "$MODE" = netns ]; then
-  require_netns
+  require_netns ucx
   TAG="c$$"
   CLEANUP_HOOKS+=("netns_down $TAG")
   netns_up "$TAG" $N || fail "could not build the namespaces"

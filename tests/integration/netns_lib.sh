@@ -174,7 +174,9 @@ netns_up() {
     _netns_do "bringing up eth0 in $ns" ip -n "$ns" link set eth0 up || { netns_down "$tag"; return 1; }
   done
   # Operationally up (IFF_RUNNING, what UCX checks) can lag `ip link set up`
-  # by up to a second; RTM_GETLINK also makes the kernel settle it at once.
+  # by up to a second (seen here: UCX started right after netns_up without
+  # this wait found no eth0). On Linux 6.18 the first `ip link show` already
+  # reports it up, and UCX sees it from then on.
   for ((i = 0; i < n; i++)); do
     local tries=0
     until ip -n "${NETNS_NAMES[$i]}" -o link show dev eth0 2>/dev/null | grep -q "state UP"; do
