@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <vector>
 
 namespace dlfs::cache {
 
@@ -46,6 +48,61 @@ Status Fetcher::read(uint64_t offset, std::span<std::byte> dst) const {
     done += n;
   }
   return Status::ok();
+}
+
+void Fetcher::read_many(std::span<ReadRequest> requests) const {
+  RemoteFetch* remote = remote_.load(std::memory_order_acquire);
+  // Every part, with the request it belongs to; remote parts grouped by owner.
+  struct Part {
+    size_t request;
+    uint64_t offset;
+    std::span<std::byte> dst;
+    bool got = false;
+  };
+  std::vector<Part> parts;
+  std::map<uint32_t, std::vector<size_t>> by_owner;  // owner -> indexes into parts
+  for (size_t i = 0; i < requests.size(); ++i) {
+    ReadRequest& r = requests[i];
+    r.status = Status::ok();
+    uint64_t pos = r.offset;
+    size_t done = 0;
+    while (done < r.dst.size()) {
+      const uint32_t owner = stripes_.owner(pos);
+      const uint64_t n = std::min<uint64_t>(r.dst.size() - done, stripes_.end(owner) - pos);
+      Part part{i, pos, r.dst.subspan(done, n)};
+      if (owner == self_ && local_ != nullptr) part.got = read_local(pos, part.dst);
+      if (owner != self_ && remote != nullptr) by_owner[owner].push_back(parts.size());
+      parts.push_back(part);
+      pos += n;
+      done += n;
+    }
+  }
+  for (auto& [owner, idx] : by_owner) {
+    std::vector<RemoteFetch::Piece> pieces;
+    pieces.reserve(idx.size());
+    for (size_t j : idx) pieces.push_back({parts[j].offset, parts[j].dst});
+    remote->fetch_many(owner, pieces);
+    for (size_t q = 0; q < idx.size(); ++q) {
+      Part& part = parts[idx[q]];
+      part.got = pieces[q].ok;
+      if (part.got) {
+        counters_.remote_bytes.fetch_add(part.dst.size(), std::memory_order_relaxed);
+        counters_.remote_gets.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        counters_.remote_fallbacks.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  }
+  for (Part& part : parts) {
+    if (part.got || !requests[part.request].status) continue;
+    Status st = backend_.read(part.offset, part.dst);
+    if (!st) {
+      requests[part.request].status = st;
+      continue;
+    }
+    counters_.backend_bytes.fetch_add(part.dst.size(), std::memory_order_relaxed);
+    counters_.backend_reads.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 }  // namespace dlfs::cache

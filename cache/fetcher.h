@@ -29,6 +29,24 @@ class RemoteFetch {
  public:
   virtual ~RemoteFetch() = default;
   virtual bool fetch(uint32_t owner, uint64_t offset, std::span<std::byte> dst) = 0;
+
+  // Several reads from one owner with all their gets in flight at once; sets
+  // each piece's `ok`. The default does them one by one.
+  struct Piece {
+    uint64_t offset = 0;
+    std::span<std::byte> dst;
+    bool ok = false;
+  };
+  virtual void fetch_many(uint32_t owner, std::span<Piece> pieces) {
+    for (Piece& p : pieces) p.ok = fetch(owner, p.offset, p.dst);
+  }
+};
+
+// One read of a batch (Fetcher::read_many).
+struct ReadRequest {
+  uint64_t offset = 0;
+  std::span<std::byte> dst;
+  Status status;
 };
 
 struct FetchCounters {
@@ -55,6 +73,10 @@ class Fetcher {
   // Reads [offset, offset + dst.size()) from peers or the backend. Errors are
   // the backend's (a file named); peers never cause one.
   Status read(uint64_t offset, std::span<std::byte> dst) const;
+  // A batch: the parts owned by peers are fetched with every get of an owner
+  // in flight at once (prefetching a window of samples), the rest as read()
+  // does. Each request gets its own status.
+  void read_many(std::span<ReadRequest> requests) const;
 
   const FetchCounters& counters() const { return counters_; }
 

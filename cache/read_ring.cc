@@ -1,5 +1,6 @@
 #include "cache/read_ring.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace dlfs::cache {
@@ -77,6 +78,45 @@ void ReadRing::fill(size_t slot) {
   filled_.notify_all();
 }
 
+void ReadRing::set_batch(FetchBatch fetch, size_t limit) {
+  fetch_batch_ = std::move(fetch);
+  batch_limit_ = fetch_batch_ ? std::max<size_t>(1, limit) : 1;
+}
+
+size_t ReadRing::claim_many(std::vector<size_t>& slots) {
+  size_t n = 0;
+  uint64_t k;
+  size_t slot;
+  while (n < batch_limit_ && claim(k, slot)) {
+    slots.push_back(slot);
+    ++n;
+  }
+  return n;
+}
+
+void ReadRing::fill_many(const std::vector<size_t>& slots) {
+  if (!fetch_batch_) {
+    for (size_t slot : slots) fill(slot);
+    return;
+  }
+  std::vector<BatchItem> items(slots.size());
+  {
+    std::lock_guard lk(mu_);
+    for (size_t i = 0; i < slots.size(); ++i)
+      items[i] = BatchItem{slots_[slots[i]].k, data_.get() + slots[i] * slot_bytes_, slot_bytes_, 0, Status()};
+  }
+  fetch_batch_(items);
+  {
+    std::lock_guard lk(mu_);
+    for (size_t i = 0; i < slots.size(); ++i) {
+      Slot& s = slots_[slots[i]];
+      s.len = items[i].len;
+      s.tag = items[i].status ? Tag::ready : Tag::failed;  // failed: the reader reads it itself
+    }
+  }
+  filled_.notify_all();
+}
+
 bool ReadRing::ready(uint64_t k) const {
   std::lock_guard lk(mu_);
   const Slot& s = slots_[k % slots_.size()];
@@ -133,6 +173,7 @@ void Prefetcher::wake() {
 void Prefetcher::run() {
   std::unique_lock lk(mu_);
   uint64_t seen = 0;
+  std::vector<size_t> slots;
   for (;;) {
     cv_.wait(lk, [&] { return stop_ || wakeups_ != seen; });
     if (stop_) return;
@@ -140,15 +181,14 @@ void Prefetcher::run() {
     // Round-robin over the streams, one sample each turn, until none has work.
     for (size_t idle = 0; idle < rings_.size() && !stop_;) {
       auto ring = rings_[turn_++ % rings_.size()].lock();
-      uint64_t k;
-      size_t slot;
-      if (!ring || !ring->claim(k, slot)) {
+      slots.clear();
+      if (!ring || ring->claim_many(slots) == 0) {
         ++idle;
         continue;
       }
       idle = 0;
       lk.unlock();
-      ring->fill(slot);
+      ring->fill_many(slots);
       lk.lock();
       if (rings_.empty()) break;
     }

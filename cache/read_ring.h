@@ -13,8 +13,9 @@
 // The reader takes position k with take(); it never waits for a slot that is
 // empty (it reads the backend itself), only for one already filling.
 // The Prefetcher is a small pool of threads shared by all streams of a
-// dataset; it serves the streams round-robin, one sample at a time, so that
-// many clients (DataLoader workers, ranks on one node) progress fairly.
+// dataset; it serves the streams round-robin, one sample (or one batch, for a
+// ring that batches) at a time, so that many clients (DataLoader workers,
+// ranks on one node) progress fairly.
 //
 // Lock order: Prefetcher::mu_ before ReadRing::mu_.
 #pragma once
@@ -27,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -44,6 +46,19 @@ class ReadRing {
 
   ReadRing(size_t slots, size_t slot_bytes, uint64_t count, Fetch fetch, Needs needs);
 
+  // Batches: a prefetch thread claims up to `limit` positions at once and
+  // fetches them with one call (remote samples: every get in flight at once).
+  struct BatchItem {
+    uint64_t k = 0;
+    std::byte* dst = nullptr;
+    size_t capacity = 0;
+    size_t len = 0;
+    Status status;
+  };
+  using FetchBatch = std::function<void(std::span<BatchItem> items)>;
+  void set_batch(FetchBatch fetch, size_t limit);  // before the ring is shared
+  size_t batch_limit() const { return batch_limit_; }
+
   // Reader: copies bytes [from, from + n) of position k into dst if the ring
   // has (or is filling) it; false means "not here, read it yourself".
   bool take(uint64_t k, uint64_t from, uint64_t n, std::byte* dst);
@@ -54,6 +69,9 @@ class ReadRing {
   // Prefetcher: claims the next position to fill (tag -> filling), or false.
   bool claim(uint64_t& k, size_t& slot);
   void fill(size_t slot);  // runs fetch() for a claimed slot, publishes the tag
+  // Claims up to batch_limit() positions (appended to slots); fills them in one batch.
+  size_t claim_many(std::vector<size_t>& slots);
+  void fill_many(const std::vector<size_t>& slots);
 
   bool ready(uint64_t k) const;  // position k is fetched and waiting in the ring
   // Waits until a slot is filled or `timeout` passes (opportunistic streams).
@@ -72,6 +90,8 @@ class ReadRing {
   const uint64_t count_;
   Fetch fetch_;
   Needs needs_;
+  FetchBatch fetch_batch_;
+  size_t batch_limit_ = 1;
   std::unique_ptr<std::byte[]> data_;
   std::vector<Slot> slots_;
   mutable std::mutex mu_;

@@ -143,6 +143,27 @@ std::shared_ptr<cache::ReadRing> EpochView::make_ring() const {
         return self->ds_.fetcher().read(m.sample_data_offset(self->sample_at(k)), std::span<std::byte>(dst, len));
       },
       [self](uint64_t k) { return !self->resident(k); });
+  // In a cluster, samples of other stripes come from peers: batch them, so
+  // that a prefetch thread keeps several gets in flight (a get's latency is
+  // mostly the round trip, not the bytes). Alone, batching would only delay
+  // the first sample of a batch behind the backend reads of the others.
+  if (ds_.fetcher().stripes().nodes() > 1) {
+    const size_t limit = std::clamp<size_t>((4u << 20) / std::max<size_t>(slot, 1), 2, 32);
+    ring->set_batch(
+        [self](std::span<cache::ReadRing::BatchItem> items) {
+          const auto& m = self->ds_.manifest();
+          std::vector<cache::ReadRequest> reqs(items.size());
+          for (size_t i = 0; i < items.size(); ++i) {
+            items[i].len = self->sample_length(items[i].k);
+            if (items[i].len > items[i].capacity) items[i].len = 0;  // cannot happen: slots fit the largest sample
+            reqs[i].offset = m.sample_data_offset(self->sample_at(items[i].k));
+            reqs[i].dst = std::span<std::byte>(items[i].dst, items[i].len);
+          }
+          self->ds_.fetcher().read_many(reqs);
+          for (size_t i = 0; i < items.size(); ++i) items[i].status = reqs[i].status;
+        },
+        limit);
+  }
   ds_.prefetcher().add(ring);
   return ring;
 }

@@ -106,6 +106,7 @@ class Cluster::Remote : public cache::RemoteFetch {
  public:
   Remote(Cluster& c, std::string name) : c_(c), name_(std::move(name)) {}
   bool fetch(uint32_t owner, uint64_t offset, std::span<std::byte> dst) override;
+  void fetch_many(uint32_t owner, std::span<Piece> pieces) override;
   void drain() {
     while (inflight_.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -117,7 +118,14 @@ class Cluster::Remote : public cache::RemoteFetch {
 };
 
 bool Cluster::Remote::fetch(uint32_t owner, uint64_t offset, std::span<std::byte> dst) {
-  if (owner >= c_.peers_.size() || owner == c_.self() || dst.empty()) return false;
+  Piece one{offset, dst};
+  fetch_many(owner, std::span<Piece>(&one, 1));
+  return one.ok;
+}
+
+void Cluster::Remote::fetch_many(uint32_t owner, std::span<Piece> pieces) {
+  for (Piece& p : pieces) p.ok = false;
+  if (owner >= c_.peers_.size() || owner == c_.self() || pieces.empty()) return;
   inflight_.fetch_add(1);
   struct Done {
     std::atomic<int>& n;
@@ -128,26 +136,40 @@ bool Cluster::Remote::fetch(uint32_t owner, uint64_t offset, std::span<std::byte
   std::shared_ptr<const Ranges> resident;
   {
     std::lock_guard lk(p.mu);
-    if (p.state != PeerState::up || !p.link) return false;
+    if (p.state != PeerState::up || !p.link) return;
     link = p.link;
     auto r = p.resident.find(name_);
-    if (r == p.resident.end()) return false;
+    if (r == p.resident.end()) return;
     resident = r->second;
   }
   auto s = link->stripes.find(name_);
-  if (s == link->stripes.end() || !s->second.key) return false;
+  if (s == link->stripes.end() || !s->second.key) return;
   const RemoteStripe& rs = s->second;
-  if (offset < rs.begin || offset + dst.size() > rs.end) return false;
-  const uint64_t first = (offset - rs.begin) / rs.extent_size;
-  const uint64_t last = (offset + dst.size() - 1 - rs.begin) / rs.extent_size;
-  if (!covers(*resident, first, last)) return false;
-  Status st = link->data_ep->get(*rs.key, rs.base + (offset - rs.begin), dst, c_.options_.get_timeout);
-  if (!st) {
-    spdlog::warn("cluster: get of '{}' bytes [{}, +{}) from rank {} failed ({}); reading the backend", name_, offset,
-                 dst.size(), owner, st.message());
-    return false;
+  // Post every get whose bytes the peer holds, then collect them: one
+  // deadline for the batch, so a dead peer costs get_timeout once, not per sample.
+  std::vector<Endpoint::PendingGet> gets(pieces.size());
+  std::vector<bool> posted(pieces.size(), false);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const Piece& pc = pieces[i];
+    if (pc.dst.empty() || pc.offset < rs.begin || pc.offset + pc.dst.size() > rs.end) continue;
+    const uint64_t first = (pc.offset - rs.begin) / rs.extent_size;
+    const uint64_t last = (pc.offset + pc.dst.size() - 1 - rs.begin) / rs.extent_size;
+    if (!covers(*resident, first, last)) continue;
+    gets[i] = link->data_ep->start_get(*rs.key, rs.base + (pc.offset - rs.begin), pc.dst.size());
+    posted[i] = true;
   }
-  return true;
+  const auto deadline = std::chrono::steady_clock::now() + c_.options_.get_timeout;
+  std::string first_error;
+  size_t failed = 0;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (!posted[i]) continue;
+    Status st = link->data_ep->finish_get(gets[i], pieces[i].dst, deadline);
+    pieces[i].ok = st.is_ok();
+    if (!st && failed++ == 0) first_error = st.message();
+  }
+  if (failed > 0)
+    spdlog::warn("cluster: {} of {} gets of '{}' from rank {} failed ({}); reading those from the backend", failed,
+                 pieces.size(), name_, owner, first_error);
 }
 
 Result<std::unique_ptr<Cluster>> Cluster::create(ClusterOptions options, std::vector<ServedDataset> datasets,

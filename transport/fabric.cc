@@ -38,15 +38,20 @@ Result<sockaddr_storage> resolve(const std::string& host, uint16_t port, bool pa
   return ss;
 }
 
+}  // namespace
+
 // State of one get, shared by the caller and the completion callback so that
 // a caller that gave up (timeout) leaves the buffer to the callback.
-struct GetOp {
+struct detail::GetOp {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
   ucs_status_t status = UCS_INPROGRESS;
   std::unique_ptr<std::byte[]> buffer;
 };
+
+namespace {
+using detail::GetOp;
 
 void get_done(void* request, ucs_status_t status, void* user_data) {
   auto* holder = static_cast<std::shared_ptr<GetOp>*>(user_data);
@@ -162,26 +167,43 @@ Result<std::unique_ptr<Endpoint::RemoteKey>> Endpoint::unpack(const std::string&
 
 Status Endpoint::get(const RemoteKey& key, uint64_t remote_address, std::span<std::byte> dst,
                      std::chrono::milliseconds timeout) {
-  if (failed()) return Status(ECONNRESET, "connection to " + peer_ + " is broken");
+  PendingGet g = start_get(key, remote_address, dst.size());
+  return finish_get(g, dst, std::chrono::steady_clock::now() + timeout);
+}
+
+Endpoint::PendingGet Endpoint::start_get(const RemoteKey& key, uint64_t remote_address, size_t size) {
+  PendingGet g;
+  g.size_ = size;
+  if (failed()) {
+    g.posted_ = Status(ECONNRESET, "connection to " + peer_ + " is broken");
+    return g;
+  }
   auto op = std::make_shared<GetOp>();
-  op->buffer = std::make_unique_for_overwrite<std::byte[]>(dst.size());
+  op->buffer = std::make_unique_for_overwrite<std::byte[]>(size);
   auto* holder = new std::shared_ptr<GetOp>(op);
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   p.cb.send = get_done;
   p.user_data = holder;
-  ucs_status_ptr_t r = ucp_get_nbx(ep_, op->buffer.get(), dst.size(), remote_address, key.rkey_, &p);
+  ucs_status_ptr_t r = ucp_get_nbx(ep_, op->buffer.get(), size, remote_address, key.rkey_, &p);
   if (r == nullptr || UCS_PTR_IS_ERR(r)) {  // completed (or failed) at once: no callback
     delete holder;
-    if (r != nullptr) return ucx_error("get from " + peer_, UCS_PTR_STATUS(r));
-    std::memcpy(dst.data(), op->buffer.get(), dst.size());
-    return Status::ok();
+    op->done = true;
+    op->status = r == nullptr ? UCS_OK : UCS_PTR_STATUS(r);
+  } else {
+    fabric_.wake();
   }
-  fabric_.wake();
+  g.op_ = std::move(op);
+  return g;
+}
+
+Status Endpoint::finish_get(PendingGet& g, std::span<std::byte> dst, std::chrono::steady_clock::time_point deadline) {
+  if (!g.posted_) return g.posted_;
+  if (!g.op_ || dst.size() != g.size_) return Status(EINVAL, "get from " + peer_ + ": finished twice or resized");
+  std::shared_ptr<GetOp> op = std::move(g.op_);
   std::unique_lock lk(op->mu);
-  if (!op->cv.wait_for(lk, timeout, [&] { return op->done; }))
-    return Status(ETIMEDOUT, "get of " + std::to_string(dst.size()) + " bytes from " + peer_ + " took more than " +
-                                 std::to_string(timeout.count()) + " ms");
+  if (!op->cv.wait_until(lk, deadline, [&] { return op->done; }))
+    return Status(ETIMEDOUT, "get of " + std::to_string(dst.size()) + " bytes from " + peer_ + " missed its deadline");
   if (op->status != UCS_OK) return ucx_error("get from " + peer_, op->status);
   std::memcpy(dst.data(), op->buffer.get(), dst.size());
   return Status::ok();
@@ -201,6 +223,11 @@ Result<std::unique_ptr<Fabric>> Fabric::create(const FabricOptions& options, Han
   // A restarted daemon must get its port back while the old connections
   // linger in TIME_WAIT (the user's own setting wins).
   ::setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
+  // Over TCP a get is emulated: the target sends the bytes back in segments of
+  // UCX_TCP_TX_SEG_SIZE (8 KiB by default). 64 KiB segments measured ~3x the
+  // get bandwidth for 1 MiB gets (tools/bench/ucx_baseline.sh); every daemon
+  // sets the same, and the user's setting wins.
+  ::setenv("UCX_TCP_TX_SEG_SIZE", "64K", 0);
   ucp_config_t* config = nullptr;
   if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK) return ucx_error("UCX config", s);
   ucp_params_t params{};

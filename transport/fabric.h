@@ -41,6 +41,9 @@
 namespace dlfs::transport {
 
 class Fabric;
+namespace detail {
+struct GetOp;  // one get in flight (fabric.cc)
+}
 
 // A connection to one peer (client side, or the server side of an accepted one).
 class Endpoint {
@@ -75,6 +78,23 @@ class Endpoint {
   // in a private buffer that is dropped), or the transport's error.
   Status get(const RemoteKey& key, uint64_t remote_address, std::span<std::byte> dst,
              std::chrono::milliseconds timeout);
+
+  // The same in two halves, so that one thread keeps several gets in flight
+  // (a batch of samples ahead of the reader): start_get posts the get into a
+  // private buffer; finish_get waits for it until `deadline` and copies it
+  // into dst. A get that is abandoned (never finished, or past its deadline)
+  // keeps its buffer until UCX completes it: dst is never written late.
+  class PendingGet {
+   public:
+    size_t size() const { return size_; }
+   private:
+    friend class Endpoint;
+    std::shared_ptr<detail::GetOp> op_;
+    size_t size_ = 0;
+    Status posted_;  // the post failed (no wait then)
+  };
+  PendingGet start_get(const RemoteKey& key, uint64_t remote_address, size_t size);
+  Status finish_get(PendingGet& get, std::span<std::byte> dst, std::chrono::steady_clock::time_point deadline);
 
  private:
   friend class Fabric;

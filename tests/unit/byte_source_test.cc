@@ -400,5 +400,63 @@ TEST(ByteSource, StripedBufferReadsOtherStripesRemotelyOrFromTheBackend) {
   }
 }
 
+// read_many: remote parts of a batch go to fetch_many grouped by owner, each
+// request gets its own status, refusals fall back to the backend, bytes exact.
+TEST(Fetcher, ReadManyBatchesRemotePartsByOwner) {
+  TempDir dir;
+  test::make_dataset(dir.path(), 300, 7 << 10, 43);
+  auto d = test::scan(dir.path());
+  ASSERT_TRUE(d && d->reader);
+  const uint64_t total = d->manifest.total_bytes();
+  StripeMap map(total, 3);
+  struct Batching : CopyRemote {
+    using CopyRemote::CopyRemote;
+    std::atomic<int> batches{0};
+    std::atomic<size_t> most{0};
+    void fetch_many(uint32_t owner, std::span<Piece> pieces) override {
+      batches.fetch_add(1);
+      if (pieces.size() > most) most = pieces.size();
+      for (Piece& p : pieces) p.ok = fetch(owner, p.offset, p.dst);
+    }
+  };
+  for (int refuse : {0, 4}) {
+    Fetcher fetcher(*d->reader, map, 0);
+    Batching remote(d->bytes, 0, map, refuse);
+    fetcher.set_remote(&remote);
+    std::mt19937_64 rng(9 + refuse);
+    std::vector<std::vector<std::byte>> bufs(16);
+    std::vector<ReadRequest> reqs(16);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      const uint64_t len = 1 + rng() % 60000, off = rng() % (total - len);
+      bufs[i].resize(len);
+      reqs[i].offset = off;
+      reqs[i].dst = bufs[i];
+    }
+    fetcher.read_many(reqs);
+    uint64_t asked = 0, own = 0;  // own: bytes in node 0's stripe (not held here: the backend's)
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      ASSERT_TRUE(reqs[i].status) << reqs[i].status.message();
+      const uint64_t end = reqs[i].offset + bufs[i].size();
+      if (reqs[i].offset < map.end(0)) own += std::min(end, map.end(0)) - reqs[i].offset;
+      ASSERT_TRUE(std::equal(bufs[i].begin(), bufs[i].end(), d->bytes.begin() + static_cast<long>(reqs[i].offset)));
+      asked += bufs[i].size();
+    }
+    EXPECT_FALSE(remote.wrong_owner);
+    EXPECT_LE(remote.batches.load(), 2) << "one fetch_many per owner";
+    EXPECT_GT(remote.most.load(), 1u);
+    const auto& fc = fetcher.counters();
+    EXPECT_EQ(fc.remote_bytes + fc.backend_bytes, asked) << "node 0 holds nothing in memory here";
+    if (refuse) EXPECT_GT(fc.backend_bytes.load(), own) << "refused gets go to the backend";
+    else EXPECT_EQ(fc.backend_bytes.load(), own) << "only node 0's own stripe comes from the backend";
+  }
+  // A backend error is the request's own, named; the others still succeed.
+  Fetcher fetcher(*d->reader, map, 0);
+  std::vector<std::byte> a(100), b(100);
+  std::vector<ReadRequest> reqs{{0, a}, {total - 50, b}};
+  fetcher.read_many(reqs);
+  EXPECT_TRUE(reqs[0].status);
+  EXPECT_FALSE(reqs[1].status) << "a read past the end must fail";
+}
+
 }  // namespace
 }  // namespace dlfs::cache

@@ -122,6 +122,31 @@ TEST(Fabric, OneSidedGetsReadRegisteredMemoryExactly) {
     });
   for (auto& t : ts) t.join();
   EXPECT_EQ(bad.load(), 0);
+  // Many gets in flight from one thread (start_get, then finish_get), as a
+  // batch of samples is fetched; one deadline for all.
+  for (int round = 0; round < 5; ++round) {
+    std::vector<Endpoint::PendingGet> pending;
+    std::vector<std::pair<size_t, size_t>> where;
+    for (int i = 0; i < 16; ++i) {
+      size_t len = 1 + rng() % (1 << 20), off = rng() % (size - len);
+      pending.push_back(ep->start_get(**key, (*reg)->address() + off, len));
+      where.emplace_back(off, len);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      std::vector<std::byte> got(where[i].second);
+      Status s = ep->finish_get(pending[i], got, deadline);
+      ASSERT_TRUE(s) << s.message();
+      ASSERT_EQ(0, std::memcmp(got.data(), stripe.data() + where[i].first, got.size())) << i;
+      EXPECT_FALSE(ep->finish_get(pending[i], got, deadline)) << "a get finishes once";
+    }
+  }
+  // Abandoned gets (never finished) must not write anywhere or leak a crash.
+  // (The target still serves them: let them complete before the stripe is freed.)
+  for (int i = 0; i < 8; ++i) (void)ep->start_get(**key, (*reg)->address(), 4096);
+  std::vector<std::byte> last(4096);
+  ASSERT_TRUE(ep->get(**key, (*reg)->address(), last, 5s));
+  std::this_thread::sleep_for(200ms);
   key->reset();
   // The run's transport is the one the gets used (meson sets DLFS_EXPECT_TL).
   if (const char* tl = std::getenv("DLFS_EXPECT_TL")) {

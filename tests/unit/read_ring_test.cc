@@ -89,5 +89,49 @@ TEST(Prefetcher, ServesSeveralStreamsTogether) {
   EXPECT_EQ(fb.load(), 8);
 }
 
+// A batching ring: positions arrive in batches of at most the limit, every
+// needed position exactly once, failures of single items left to the reader.
+TEST(ReadRing, BatchesClaimSeveralPositionsAndPublishEachItem) {
+  std::atomic<int> fetches{0};
+  std::atomic<size_t> largest{0}, batches{0};
+  auto ring = ring_of(64, &fetches, /*fail_at=*/~0ull, /*resident_every=*/5);
+  ring->set_batch(
+      [&](std::span<ReadRing::BatchItem> items) {
+        batches.fetch_add(1);
+        size_t seen = largest.load();
+        while (items.size() > seen && !largest.compare_exchange_weak(seen, items.size())) {
+        }
+        for (auto& it : items) {
+          fetches.fetch_add(1);
+          it.len = len_of(it.k);
+          std::memset(it.dst, static_cast<int>(it.k % 251), it.len);
+          it.status = it.k == 7 ? Status(EIO, "one failed get") : Status::ok();
+        }
+      },
+      4);
+  Prefetcher pre(1);
+  pre.add(ring);
+  std::vector<std::byte> buf(256);
+  uint64_t hits = 0, needed = 0;
+  for (uint64_t k = 0; k < 64; ++k) {
+    ring->advance(k);
+    pre.wake();
+    if (k % 5 == 0) continue;  // resident: never fetched
+    ++needed;
+    wait_for([&] { return ring->ready(k) || k == 7; });
+    if (ring->take(k, 0, len_of(k), buf.data())) {
+      ++hits;
+      for (size_t i = 0; i < len_of(k); ++i) ASSERT_EQ(static_cast<int>(buf[i]), static_cast<int>(k % 251)) << k;
+    } else {
+      EXPECT_EQ(k, 7u) << "only the failed item is left to the reader";
+    }
+  }
+  EXPECT_EQ(hits, needed - 1);
+  EXPECT_EQ(fetches.load(), static_cast<int>(needed)) << "each needed position fetched exactly once";
+  EXPECT_LE(largest.load(), 4u);
+  EXPECT_GT(largest.load(), 1u) << "the prefetcher never batched";
+  EXPECT_LT(batches.load(), needed);
+}
+
 }  // namespace
 }  // namespace dlfs::cache

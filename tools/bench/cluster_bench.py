@@ -8,8 +8,11 @@
              MB/s = all bytes / the slowest node's time. Each repetition reads a
              new epoch, so the kernel's page cache never answers.
   remote     2 nodes: node 0 reads raw files that lie wholly in node 1's stripe
-             (every byte a one-sided get), 1 MiB reads, page cache dropped; against
-             ucx_perftest's ucp_get of 1 MiB between the same two namespaces.
+             (every byte a one-sided get), 1 MiB reads, page cache dropped, with 1
+             and 4 readers; the same for files of its own stripe (resident: the
+             FUSE path alone, the ceiling of any remote read through the mount);
+             against ucx_perftest's ucp_get of 1 MiB between the same two
+             namespaces with the daemons' UCX settings, 1 and 4 gets in flight.
 
 All nodes share this machine's cores: the aggregate shows what the software
 path costs, not what separate machines would reach.
@@ -136,16 +139,25 @@ def bench_aggregate(a, n, daemons, results):
         c.close(daemons)
 
 
-def perftest(a, names, addr):
-    """ucx_perftest ucp_get of 1 MiB from namespace 0 to namespace 1, MB/s."""
-    port = str(13000 + os.getpid() % 10000)
+def perftest(a, names, addr, outstanding):
+    """ucx_perftest ucp_get of 1 MiB from namespace 0 to namespace 1, MB/s (1e6 bytes).
+
+    Same UCX settings as the daemons (UCX_TLS=tcp, eth0, and the 64 KiB TCP
+    segments dlfsd sets by default). `outstanding` gets in flight (-O): with 1,
+    ucx_perftest's target only progresses between 1 ms polls of its socket
+    barrier, so every get pays ~1 ms (tools/bench/ucx_baseline.sh --help); the
+    figure with several in flight is the link's real ceiling.
+    """
+    port = str(13000 + (os.getpid() + outstanding) % 10000)
     env = dict(os.environ, UCX_TLS="tcp", UCX_NET_DEVICES="eth0")
+    env.setdefault("UCX_TCP_TX_SEG_SIZE", "64K")
     server = subprocess.Popen(["nsenter", f"--net=/var/run/netns/{names[1]}", "--", "ucx_perftest", "-p", port],
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(1.0)
         out = subprocess.run(["timeout", "120", "nsenter", f"--net=/var/run/netns/{names[0]}", "--", "ucx_perftest",
-                              addr, "-p", port, "-t", "ucp_get", "-s", str(MiB), "-n", str(a.perftest_iters)],
+                              addr, "-p", port, "-t", "ucp_get", "-s", str(MiB), "-n", str(a.perftest_iters),
+                              "-O", str(outstanding)],
                              env=env, capture_output=True, text=True)
     finally:
         server.kill()
@@ -155,41 +167,66 @@ def perftest(a, names, addr):
         if line.strip().startswith("Final:"):
             nums = re.findall(r"[-+]?\d+\.?\d*", line)
             # columns: iterations, typical lat, avg lat, overall lat, avg bw, overall bw, avg mr, overall mr
-            return float(nums[5]) * MiB / 1e6
+            return float(nums[5]) * MiB / 1e6  # ucx_perftest's MB is 2^20 bytes
     sys.exit("ucx_perftest printed no final line:\n" + out.stdout + out.stderr)
 
 
+def files_in(a, lo, hi):
+    """Files wholly inside bytes [lo, hi) of the dataset (canonical order: byte-wise sorted paths)."""
+    files = [os.path.relpath(os.path.join(d, f), a.dataset) for d, _, fs in os.walk(a.dataset) for f in fs]
+    off, inside = 0, []
+    for f in sorted(files, key=lambda p: p.encode()):
+        size = os.path.getsize(os.path.join(a.dataset, f))
+        if off >= lo and off + size <= hi:
+            inside.append(f)
+        off += size
+    return inside
+
+
+def read_files(mnt, files, threads):
+    """Reads the files (1 MiB reads) with `threads` readers; returns (bytes, seconds)."""
+    got = [0] * threads
+    t0 = time.perf_counter()
+
+    def run(t):
+        got[t] = sum(read_stream(os.path.join(mnt, "ds/raw", f)) for f in files[t::threads])
+
+    ts = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return sum(got), time.perf_counter() - t0
+
+
 def bench_remote(a, daemons, results):
+    """Node 0 of 2 reads node 1's stripe (every byte a one-sided get) and its own
+    (resident: the FUSE path alone), through its mount; ucx_perftest on the same link."""
     c = Cluster(a, 2, daemons)
     try:
-        s = stats(c.mnts[1])["datasets"][0]["stripe"]
-        # Files wholly inside node 1's stripe, in canonical (byte-wise sorted path) order.
-        files = sorted(os.path.relpath(os.path.join(d, f), a.dataset)
-                       for d, _, fs in os.walk(a.dataset) for f in fs)
-        off, inside = 0, []
-        for f in sorted(files, key=lambda p: p.encode()):
-            size = os.path.getsize(os.path.join(a.dataset, f))
-            if off >= s["begin"] and off + size <= s["end"]:
-                inside.append(f)
-            off += size
-        rates, perf = [], []
+        s1 = stats(c.mnts[1])["datasets"][0]["stripe"]
+        s0 = stats(c.mnts[0])["datasets"][0]["stripe"]
+        remote_files, local_files = files_in(a, s1["begin"], s1["end"]), files_in(a, s0["begin"], s0["end"])
+        runs = {k: [] for k in ("remote_1", "remote_4", "local_1", "local_4", "perftest_1", "perftest_4")}
         for rep in range(a.repeat):
-            drop_caches()
-            before = stats(c.mnts[0])["datasets"][0]["bytes_by_source"]
-            t0 = time.perf_counter()
-            n = sum(read_stream(os.path.join(c.mnts[0], "ds/raw", f)) for f in inside)
-            secs = time.perf_counter() - t0
-            after = stats(c.mnts[0])["datasets"][0]["bytes_by_source"]
-            remote = after["remote"] - before["remote"]
-            if remote < n or after["backend"] != before["backend"]:
-                sys.exit(f"node 0's reads were not all remote gets: {before} -> {after} for {n} bytes")
-            rates.append(n / secs / 1e6)
-            perf.append(perftest(a, c.names, c.addrs[1]))
-            log(f"remote rep {rep}: {n / MiB:.0f} MiB of node 1's stripe read on node 0 at {rates[-1]:,.0f} MB/s; "
-                f"ucx_perftest ucp_get 1 MiB {perf[-1]:,.0f} MB/s")
-        results["remote"] = {"dlfs_mb_s": statistics.median(rates), "perftest_mb_s": statistics.median(perf),
-                             "ratio": statistics.median(rates) / statistics.median(perf), "runs": rates,
-                             "perftest_runs": perf, "bytes": n}
+            for threads in (1, 4):
+                drop_caches()
+                before = stats(c.mnts[0])["datasets"][0]["bytes_by_source"]
+                n, secs = read_files(c.mnts[0], remote_files, threads)
+                after = stats(c.mnts[0])["datasets"][0]["bytes_by_source"]
+                if after["remote"] - before["remote"] < n or after["backend"] != before["backend"]:
+                    sys.exit(f"node 0's reads were not all remote gets: {before} -> {after} for {n} bytes")
+                runs[f"remote_{threads}"].append(n / secs / 1e6)
+                drop_caches()
+                n, secs = read_files(c.mnts[0], local_files, threads)
+                runs[f"local_{threads}"].append(n / secs / 1e6)
+            for o in (1, 4):
+                runs[f"perftest_{o}"].append(perftest(a, c.names, c.addrs[1], o))
+            log("remote rep {}: node 1's stripe on node 0 {:,.0f} MB/s (1 reader) {:,.0f} (4); own stripe {:,.0f} / {:,.0f}; "
+                "ucx_perftest ucp_get 1 MiB -O 1 {:,.0f}, -O 4 {:,.0f}".format(
+                    rep, *(runs[k][-1] for k in ("remote_1", "remote_4", "local_1", "local_4", "perftest_1", "perftest_4"))))
+        med = {k: statistics.median(v) for k, v in runs.items()}
+        results["remote"] = {"median_mb_s": med, "runs": runs, "bytes": n}
     finally:
         c.close(daemons)
 
@@ -229,9 +266,15 @@ def main():
         backend = sum(b["backend"] for b in r["bytes_by_source"])
         print(f"  {n} node(s)  {r['mb_s']:8,.0f}{ratio}   remote {remote / MiB:,.0f} MiB, backend {backend / MiB:,.0f} MiB")
     if "remote" in results:
-        r = results["remote"]
-        print(f"Remote-get path (node 0 reading node 1's stripe, 1 MiB reads): {r['dlfs_mb_s']:,.0f} MB/s; "
-              f"ucx_perftest ucp_get 1 MiB on the same link: {r['perftest_mb_s']:,.0f} MB/s; ratio {r['ratio']:.2f}x")
+        m = results["remote"]["median_mb_s"]
+        best = max(m["perftest_1"], m["perftest_4"])
+        print("Remote-get path: node 0 reading node 1's stripe through its mount (1 MiB reads, MB/s, median):")
+        for t in (1, 4):
+            print(f"  {t} reader(s)  remote {m[f'remote_{t}']:8,.0f}   own stripe (FUSE path alone) {m[f'local_{t}']:8,.0f}"
+                  f"   remote/own {m[f'remote_{t}'] / m[f'local_{t}']:.2f}x")
+        print(f"  ucx_perftest ucp_get 1 MiB, same link and UCX settings: -O 1 {m['perftest_1']:,.0f}, -O 4 {m['perftest_4']:,.0f}")
+        print(f"  remote path / ucx_perftest: 1 reader {m['remote_1'] / m['perftest_1']:.2f}x of -O 1; "
+              f"4 readers {m['remote_4'] / best:.2f}x of the best ({best:,.0f})")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
