@@ -16,6 +16,7 @@
 // structure: see randomization.h.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -41,9 +42,12 @@ struct PlanShape {
   }
 };
 
-// Builds the chunks: consecutive samples while the chunk stays within
-// chunk_bytes (a sample larger than that is a chunk alone). sample_begin(i)
-// and sample_length(i) give sample i's place in the byte space.
+// Builds the chunks: consecutive samples while the byte range covering them
+// stays within chunk_bytes (a sample larger than that is a chunk alone).
+// sample_begin(i) and sample_length(i) give sample i's place in the byte
+// space. Samples need not be in byte order (LMDB values are not: a leaf page
+// fills from its end, and pages are reused): a chunk is the smallest range
+// holding its samples.
 template <typename Begin, typename Length>
 PlanShape make_plan_shape(uint64_t samples, uint64_t chunk_bytes, uint64_t round_bytes, Begin sample_begin,
                           Length sample_length) {
@@ -52,13 +56,15 @@ PlanShape make_plan_shape(uint64_t samples, uint64_t chunk_bytes, uint64_t round
   s.round_bytes = round_bytes;
   uint64_t i = 0;
   while (i < samples) {
-    const uint64_t begin = sample_begin(i);
+    uint64_t begin = sample_begin(i);
     uint64_t end = begin + sample_length(i);
     uint64_t j = i + 1;
     while (j < samples) {
-      uint64_t e = sample_begin(j) + sample_length(j);
-      if (e - begin > chunk_bytes) break;
-      end = e;
+      const uint64_t b = sample_begin(j), e = b + sample_length(j);
+      const uint64_t lo = std::min(begin, b), hi = std::max(end, e);
+      if (hi - lo > chunk_bytes) break;
+      begin = lo;
+      end = hi;
       ++j;
     }
     s.chunk_first.push_back(i);

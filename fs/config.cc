@@ -171,7 +171,7 @@ Status parse_dataset(const toml::table& t, const std::string& origin, size_t ind
   DLFS_RETURN_IF_ERROR(check_keys(t, where,
                                   {"name", "backend", "format", "record_size", "header_bytes", "seed", "remainder",
                                    "shuffle_ratio", "round_chunk", "min_randomization", "world_size",
-                                   "epochs_listed", "order", "opportunistic_window", "readahead"},
+                                   "epochs_listed", "order", "opportunistic_window", "readahead", "lmdb_spot_checks"},
                                   origin));
   DatasetConfig d;
   DLFS_RETURN_IF_ERROR(get_string(t, origin, where, "name", d.name));
@@ -183,6 +183,13 @@ Status parse_dataset(const toml::table& t, const std::string& origin, size_t ind
   d.format.format = *f;
   DLFS_RETURN_IF_ERROR(get_size(t, origin, where, "record_size", d.format.record_size));
   DLFS_RETURN_IF_ERROR(get_size(t, origin, where, "header_bytes", d.format.header_bytes));
+  if (const toml::node* n = t.get("lmdb_spot_checks")) {
+    auto v = n->value_exact<int64_t>();
+    if (!v || *v < 0 || *v > 1000000) return type_error(origin, where, "lmdb_spot_checks", "an integer 0..1000000");
+    if (d.format.format != provenance::DatasetFormat::lmdb)
+      return Status(EINVAL, "config " + origin + ": key '" + where + ".lmdb_spot_checks' applies to format 'lmdb' only");
+    d.format.lmdb_spot_leaves = static_cast<uint32_t>(*v);
+  }
   if (const toml::node* n = t.get("seed")) {
     auto v = n->value_exact<int64_t>();
     if (!v || *v < 0) return type_error(origin, where, "seed", "a non-negative integer");
@@ -302,7 +309,7 @@ Status validate_config(const DaemonConfig& c) {
     if (!names.insert(d.name).second) return Status(EINVAL, "dataset name '" + d.name + "' is used twice");
     if (d.format.format == provenance::DatasetFormat::fixed && d.format.record_size == 0)
       return Status(EINVAL, "dataset '" + d.name + "': format 'fixed' needs record_size > 0");
-    if (d.format.format == provenance::DatasetFormat::files &&
+    if (d.format.format != provenance::DatasetFormat::fixed &&
         (d.format.record_size != 0 || d.format.header_bytes != 0))
       return Status(EINVAL, "dataset '" + d.name + "': record_size and header_bytes apply to format 'fixed' only");
     const std::string ds = "dataset '" + d.name + "': ";

@@ -8,10 +8,11 @@
 //             loader_threads, read_size
 //   [cluster] peers, rank, listen, port, token_file, token, heartbeat_ms,
 //             down_after_ms, get_timeout_ms (docs/deploy.md)
-//   [[dataset]]  name (required), backend (required), format ("files"|"fixed"),
+//   [[dataset]]  name (required), backend (required), format ("files"|"fixed"|"lmdb"),
 //             record_size, header_bytes, seed, remainder ("pad"|"drop"),
 //             shuffle_ratio, round_chunk, min_randomization, world_size, epochs_listed,
-//             order ("ordered"|"opportunistic"), opportunistic_window, readahead
+//             order ("ordered"|"opportunistic"), opportunistic_window, readahead,
+//             lmdb_spot_checks (random leaf pages checked against the sidecar at open)
 //
 // Unknown keys are errors that name the key and list the valid ones: a typo
 // must not silently fall back to a default.

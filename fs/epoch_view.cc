@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "fs/dataset.h"
 #include "fs/tar_format.h"
@@ -51,7 +52,7 @@ Result<std::shared_ptr<const EpochView>> EpochView::build(const Dataset& ds, Vie
 
 uint64_t EpochView::sample_length(uint64_t k) const { return ds_.manifest().sample(sample_at(k)).length; }
 
-uint64_t EpochView::bin_size() const { return count_ * ds_.manifest().options().record_size; }
+uint64_t EpochView::bin_size() const { return count_ * ds_.manifest().fixed_record_size(); }
 
 uint64_t EpochView::tar_data_offset(uint64_t k) const {
   return member_begin_[k] + tar_header_bytes(member_name(k));
@@ -79,10 +80,60 @@ std::string EpochView::entry_name(uint64_t k) const {
 Status EpochView::add_sample(uint64_t k, uint64_t from, uint64_t n, ReplyGather& out, cache::ReadRing* ring) const {
   if (n == 0) return Status::ok();
   const auto& m = ds_.manifest();
+  if (!m.lmdb()) return add_sample_bytes(k, from, n, out, ring, true);
+  // LMDB: a sidecar that misplaces a value must never yield a wrong byte.
+  // Every read of an overflow value checks the page header in front of it;
+  // a mismatch walks the tree once (Manifest::repair_lmdb) and the read goes
+  // on from the corrected offset. Round chunks and ring slots were filled
+  // from the old offsets, so after a repair they are bypassed.
+  const uint64_t gen = m.lmdb_generation();
+  const bool placed = gen == 0;
+  Status st = check_lmdb_header(k, placed, out);
+  if (st.ok()) return add_sample_bytes(k, from, n, out, placed ? ring : nullptr, placed);
+  if (st.err() != EBADMSG) return st;
+  DLFS_RETURN_IF_ERROR(m.repair_lmdb(gen, st.message()));
+  DLFS_RETURN_IF_ERROR(check_lmdb_header(k, false, out));
+  return add_sample_bytes(k, from, n, out, nullptr, false);
+}
+
+Status EpochView::check_lmdb_header(uint64_t k, bool placed, ReplyGather& out) const {
+  const auto& m = ds_.manifest();
+  const uint64_t s = sample_at(k);
+  const uint64_t hb = m.sample_header_bytes(s);
+  if (hb == 0) return Status::ok();
+  const uint64_t at = m.sample_data_offset(s) - hb;
+  std::byte header[16];
+  const Planner& p = ds_.planner();
+  cache::RoundPipeline* pipe = placed ? p.pipeline() : nullptr;
+  const cache::RoundPipeline::Pin* pin = nullptr;
+  if (pipe) {
+    const uint32_t round = order_->round_of(position(k));
+    pin = out.pinned(key_.epoch, round);
+    if (!pin) pin = &out.hold(pipe->acquire(order_, round, !out.holds_pins()), key_.epoch, round);
+  }
+  if (pin && *pin) {
+    // The planner's chunks include the header bytes of overflow values.
+    std::memcpy(header, pin->sample_ptr(at, p.shape().chunk_of(s)), sizeof header);
+  } else {
+    const auto& b = ds_.buffer();
+    const std::byte* first = b.resident_ptr(at);
+    if (first && at + sizeof header <= b.range_end() &&
+        b.state(b.extent_of(at + sizeof header - 1)) == cache::ExtentState::resident) {
+      std::memcpy(header, first, sizeof header);
+    } else {
+      DLFS_RETURN_IF_ERROR(ds_.fetcher().read(at, std::span<std::byte>(header, sizeof header)));
+    }
+  }
+  return m.check_sample_header(s, std::span<const std::byte>(header, sizeof header));
+}
+
+Status EpochView::add_sample_bytes(uint64_t k, uint64_t from, uint64_t n, ReplyGather& out, cache::ReadRing* ring,
+                                   bool placed) const {
+  const auto& m = ds_.manifest();
   const uint64_t s = sample_at(k);
   const uint64_t begin = m.sample_data_offset(s) + from;
   const Planner& p = ds_.planner();
-  if (cache::RoundPipeline* pipe = p.pipeline()) {
+  if (cache::RoundPipeline* pipe = placed ? p.pipeline() : nullptr) {
     const uint64_t g = position(k);
     const uint32_t round = order_->round_of(g);
     const cache::RoundPipeline::Pin* pin = out.pinned(key_.epoch, round);
@@ -225,7 +276,7 @@ Status EpochView::read_tar(uint64_t offset, uint64_t size, ReplyGather& out, cac
 }
 
 Status EpochView::read_bin(uint64_t offset, uint64_t size, ReplyGather& out, cache::ReadRing* ring) const {
-  const uint64_t rec = ds_.manifest().options().record_size;
+  const uint64_t rec = ds_.manifest().fixed_record_size();
   const uint64_t end = std::min(bin_size(), offset + size);
   if (ring && offset < end) {
     ring->advance(offset / rec);

@@ -77,6 +77,14 @@ class EpochView : public std::enable_shared_from_this<EpochView> {
   EpochView(const Dataset& ds, ViewKey key) : ds_(ds), key_(key) {}
   // Appends bytes [from, from + n) of position k's sample.
   Status add_sample(uint64_t k, uint64_t from, uint64_t n, ReplyGather& out, cache::ReadRing* ring = nullptr) const;
+  // The bytes of one piece of sample k, from round memory, resident extents,
+  // the read-ahead ring or the fetcher. `placed`: the round chunks and the
+  // ring were filled from the current offsets (false after an LMDB repair).
+  Status add_sample_bytes(uint64_t k, uint64_t from, uint64_t n, ReplyGather& out, cache::ReadRing* ring,
+                          bool placed) const;
+  // LMDB overflow values: the 16-byte page header before the value must be
+  // its own (EBADMSG otherwise). Read from round memory when pinned there.
+  Status check_lmdb_header(uint64_t k, bool placed, ReplyGather& out) const;
 
   const Dataset& ds_;
   ViewKey key_;

@@ -44,8 +44,10 @@ int main(int argc, char** argv) {
   app.add_option("-m,--mountpoint", mountpoint, "Where to mount (an existing, empty directory)");
   app.add_option("-b,--backend", backend, "Dataset directory on backend storage (one-dataset mode)");
   app.add_option("-n,--name", name, "Dataset name in the mount (default: the backend directory's name)");
-  app.add_option("--format", format, "Dataset format: files (a file a sample) or fixed (fixed-length records)")
-      ->check(CLI::IsMember({"files", "fixed"}));
+  app.add_option("--format", format,
+                 "Dataset format: files (a file a sample), fixed (fixed-length records) or lmdb (the values of\n"
+                 "the LMDB environment at the backend root, in key order; docs/lmdb-sidecar.md)")
+      ->check(CLI::IsMember({"files", "fixed", "lmdb"}));
   app.add_option("--record-size", record_size, "fixed: bytes per record (e.g. 3073)");
   app.add_option("--header-bytes", header_bytes, "fixed: bytes to skip at the start of every file");
   app.add_option("--memory-budget", budget, "Memory for dataset bytes: a size (16GiB) or a share of RAM (50%)");

@@ -90,7 +90,7 @@ Result<Attr> Namespace::view_lookup(const NodeId& p, std::string_view name) cons
       if (ext.empty()) kind = NodeKind::view_dir;
       else if (ext == ".tar") kind = NodeKind::view_tar;
       else if (ext == ".index") kind = NodeKind::view_index;
-      else if (ext == ".bin" && ds->manifest().options().format == provenance::DatasetFormat::fixed)
+      else if (ext == ".bin" && ds->manifest().fixed_record_size() > 0)
         kind = NodeKind::view_bin;
       else return not_found();
       auto id = ds->views().id_of({static_cast<uint32_t>(epoch), static_cast<uint32_t>(w), static_cast<uint32_t>(*r)});
@@ -128,7 +128,7 @@ Status Namespace::view_readdir(const NodeId& n, uint64_t child, const Emit& emit
     }
     case NodeKind::world_dir: {
       const uint64_t epoch = n.index >> 16, w = n.index & 0xffff;
-      const bool fixed = ds->manifest().options().format == provenance::DatasetFormat::fixed;
+      const bool fixed = ds->manifest().fixed_record_size() > 0;
       const uint64_t per_rank = fixed ? 4 : 3;
       for (uint64_t c = child; c < w * per_rank; ++c) {
         const uint64_t r = c / per_rank;

@@ -29,8 +29,11 @@ Result<std::unique_ptr<Planner>> Planner::create(const DatasetConfig& config, co
   if (!rem) return rem.status().with_context(what);
   p->remainder_ = *rem;
   p->shape_ = cache::make_plan_shape(
-      m.sample_count(), config.plan.round_chunk, 0, [&](uint64_t i) { return m.sample_data_offset(i); },
-      [&](uint64_t i) { return m.sample(i).length; });
+      m.sample_count(), config.plan.round_chunk, 0,
+      // An LMDB overflow value's chunk also holds the page header in front of
+      // it, which every read of the value checks.
+      [&](uint64_t i) { return m.sample_data_offset(i) - m.sample_header_bytes(i); },
+      [&](uint64_t i) { return m.sample(i).length + m.sample_header_bytes(i); });
   const uint64_t total = p->shape_.total_bytes;
   const double r = config.plan.shuffle_ratio;
   if (r > 0 && r < 1) {

@@ -52,6 +52,16 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed) {
   const BytesBySource by = bytes_by_source(d);
   j["bytes_by_source"] = {{"local", by.local}, {"remote", by.remote}, {"backend", by.backend}};
   j["stripe"] = {{"begin", d.buffer().range_begin()}, {"end", d.buffer().range_end()}};
+  if (const provenance::LmdbInfo* l = m.lmdb()) {
+    // Where the value locations came from, and how often a failed read check
+    // made the daemon correct them from the tree (0 when the sidecar was right).
+    j["lmdb"] = {{"locations_from", l->source},
+                 {"why_walk", l->why_walk},
+                 {"locate_s", l->seconds},
+                 {"overflow_values", l->overflow_values},
+                 {"value_size", m.fixed_record_size()},
+                 {"repairs", m.lmdb_generation()}};
+  }
   if (detailed) {
     const auto& bc = d.source().counters();
     const auto& rc = d.raw_counters();

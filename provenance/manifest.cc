@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "provenance/manifest_lmdb.h"
 #include "provenance/manifest_scan.h"
 
 namespace dlfs::provenance {
@@ -13,10 +14,18 @@ namespace dlfs::provenance {
 Result<DatasetFormat> parse_format(std::string_view text) {
   if (text == "files") return DatasetFormat::files;
   if (text == "fixed") return DatasetFormat::fixed;
-  return Status(EINVAL, "unknown dataset format '" + std::string(text) + "' (use files or fixed)");
+  if (text == "lmdb") return DatasetFormat::lmdb;
+  return Status(EINVAL, "unknown dataset format '" + std::string(text) + "' (use files, fixed or lmdb)");
 }
 
-std::string_view format_name(DatasetFormat f) { return f == DatasetFormat::files ? "files" : "fixed"; }
+std::string_view format_name(DatasetFormat f) {
+  switch (f) {
+    case DatasetFormat::files: return "files";
+    case DatasetFormat::fixed: return "fixed";
+    case DatasetFormat::lmdb: return "lmdb";
+  }
+  return "?";
+}
 
 namespace {
 
@@ -100,6 +109,7 @@ struct ManifestBuilder {
       m.sample_count_ = scan.files.size();
       return Status::ok();
     }
+    if (o.format == DatasetFormat::lmdb) return fill_lmdb(m, scan);
     if (o.record_size == 0) return Status(EINVAL, "record size must be > 0 for format fixed");
     m.file_first_sample_.reserve(scan.files.size() + 1);
     m.file_first_sample_.push_back(0);
@@ -111,6 +121,30 @@ struct ManifestBuilder {
       m.file_first_sample_.push_back(m.file_first_sample_.back() + (e.size - o.header_bytes) / o.record_size);
     }
     m.sample_count_ = m.file_first_sample_.back();
+    m.fixed_record_size_ = o.record_size;
+    return Status::ok();
+  }
+
+  // The environment's data.mdb must sit at the root (files are sorted by
+  // path, so its id is its index in the scan).
+  static Status fill_lmdb(Manifest& m, const ScanResult& scan) {
+    auto it = std::lower_bound(scan.files.begin(), scan.files.end(), std::string("data.mdb"),
+                               [](const ScannedEntry& e, const std::string& p) { return e.path < p; });
+    if (it == scan.files.end() || it->path != "data.mdb")
+      return Status(ENOENT, "dataset root '" + m.root_ +
+                                "' has no data.mdb: format lmdb needs the directory of an LMDB environment");
+    auto st = open_lmdb_state(m.root_, static_cast<uint32_t>(it - scan.files.begin()), it->size,
+                              m.options_.lmdb_spot_leaves);
+    if (!st) return st.status();
+    const auto& t = (*st)->table();
+    m.sample_count_ = t.size();
+    m.fixed_record_size_ = t.empty() ? 0 : t[0].length;
+    for (const auto& v : t)
+      if (v.length != m.fixed_record_size_) {
+        m.fixed_record_size_ = 0;
+        break;
+      }
+    m.lmdb_ = std::move(st).value();
     return Status::ok();
   }
 };
@@ -205,6 +239,10 @@ SampleLocation Manifest::sample(uint64_t i) const {
     auto f = static_cast<uint32_t>(i);
     return {f, 0, file_size(f)};
   }
+  if (lmdb_) {
+    const auto& v = lmdb_->table()[i];
+    return {lmdb_->info.file, v.offset, v.length};
+  }
   auto it = std::upper_bound(file_first_sample_.begin(), file_first_sample_.end(), i);
   auto f = static_cast<uint32_t>(it - file_first_sample_.begin()) - 1;
   return {f, options_.header_bytes + (i - file_first_sample_[f]) * options_.record_size, options_.record_size};
@@ -218,8 +256,9 @@ uint64_t Manifest::sample_data_offset(uint64_t i) const {
 std::string Manifest::sample_name(uint64_t i) const {
   SampleLocation s = sample(i);
   if (options_.format == DatasetFormat::files) return file_path(s.file);
+  const uint64_t index = lmdb_ ? i : i - file_first_sample_[s.file];
   char idx[32];
-  std::snprintf(idx, sizeof idx, "#%06llu", static_cast<unsigned long long>(i - file_first_sample_[s.file]));
+  std::snprintf(idx, sizeof idx, "#%06llu", static_cast<unsigned long long>(index));
   return file_path(s.file) + idx;
 }
 
@@ -229,7 +268,7 @@ uint64_t Manifest::memory_bytes() const {
          bytes(file_offset_) + bytes(file_mtime_ns_) + bytes(file_mode_) + bytes(file_first_sample_) +
          bytes(dir_name_off_) + bytes(dir_name_len_) + bytes(dir_parent_) + bytes(dir_mtime_ns_) + bytes(dir_mode_) +
          bytes(dir_files_begin_) + bytes(dir_file_ids_) + bytes(dir_subdirs_begin_) + bytes(dir_subdir_ids_) +
-         sizeof(Manifest);
+         (lmdb_ ? lmdb_->table().capacity() * sizeof(lmdb::ValueLocation) + sizeof(LmdbState) : 0) + sizeof(Manifest);
 }
 
 }  // namespace dlfs::provenance

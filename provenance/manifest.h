@@ -14,16 +14,25 @@
 //    optional header per file; each record is one sample, in file order then
 //    record order. A file whose size minus header is not a whole number of
 //    records is an error naming the file and its size.
+//  - lmdb: the root is an LMDB environment; the samples are the values of its
+//    main database in key order (LMDBIO). Where each value is in data.mdb
+//    comes from the provenance sidecar or, failing that, one walk of the tree
+//    (provenance/lmdb_layout.h); every file, data.mdb included, is still in
+//    the tree and the byte space, so the raw view shows the environment.
 //
 // Memory: structure-of-arrays, names stored once (basenames in one arena),
 // samples implicit for `files` and `fixed` (computed, not stored), so a
 // manifest costs well under 100 bytes per sample.
 //
 // Thread safety: immutable after build(); all const methods may be called
-// concurrently.
+// concurrently. One exception, for lmdb: repair_lmdb() may swap in corrected
+// value offsets (same lengths) when a read finds the sidecar wrong; sample()
+// then answers from the new table (an atomic pointer swap).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -34,9 +43,9 @@
 
 namespace dlfs::provenance {
 
-enum class DatasetFormat { files, fixed };
+enum class DatasetFormat { files, fixed, lmdb };
 
-// "files" / "fixed" <-> enum; parse errors name the text and the choices.
+// "files" / "fixed" / "lmdb" <-> enum; parse errors name the text and the choices.
 Result<DatasetFormat> parse_format(std::string_view text);
 std::string_view format_name(DatasetFormat f);
 
@@ -44,7 +53,23 @@ struct FormatOptions {
   DatasetFormat format = DatasetFormat::files;
   uint64_t record_size = 0;   // fixed: bytes per record (> 0)
   uint64_t header_bytes = 0;  // fixed: bytes skipped at the start of every file
+  // lmdb: random leaf pages compared with the sidecar's locations at open,
+  // besides the first and the last (lmdb_check.h). Reads check overflow
+  // headers whatever this is.
+  uint32_t lmdb_spot_leaves = 32;
 };
+
+// lmdb: where the value locations came from (logs, stats, dlfs-ctl).
+struct LmdbInfo {
+  uint32_t file = 0;          // file id of data.mdb
+  uint32_t page_size = 0;
+  std::string source;         // "sidecar (provenance)", "sidecar (explicit)", "tree walk"
+  std::string why_walk;       // why a sidecar was not used ("" if there is none or it was)
+  double seconds = 0;         // to get the locations at build()
+  uint64_t overflow_values = 0;
+};
+
+struct LmdbState;  // manifest.cc
 
 // Where one sample's bytes are.
 struct SampleLocation {
@@ -69,6 +94,10 @@ class Manifest {
   // and the problem (missing, not a directory, unreadable, bad record size).
   static Result<Manifest> build(const std::string& root, const FormatOptions& options,
                                 ScanReport* report = nullptr);
+  Manifest();
+  ~Manifest();
+  Manifest(Manifest&&) noexcept;
+  Manifest& operator=(Manifest&&) noexcept;
 
   const std::string& root() const { return root_; }
   const FormatOptions& options() const { return options_; }
@@ -102,8 +131,28 @@ class Manifest {
   uint64_t sample_count() const { return sample_count_; }
   SampleLocation sample(uint64_t i) const;
   uint64_t sample_data_offset(uint64_t i) const;  // byte-space offset of sample i
-  // "a/b/c.jpg" for files; "a/data_batch_1.bin#000123" (record index) for fixed.
+  // "a/b/c.jpg" for files; "a/data_batch_1.bin#000123" (record index) for
+  // fixed; "data.mdb#000123" (key order index) for lmdb.
   std::string sample_name(uint64_t i) const;
+  // Every sample has this many bytes (fixed; lmdb when all values are one
+  // size), else 0: the `.bin` view exists when it is not 0.
+  uint64_t fixed_record_size() const { return fixed_record_size_; }
+
+  // ---- lmdb ----
+  const LmdbInfo* lmdb() const;  // nullptr for other formats
+  // Bytes before sample i that a read must check: 16 (the page header) for a
+  // value in LMDB overflow pages, else 0. They sit right before the value.
+  uint64_t sample_header_bytes(uint64_t i) const;
+  // Checks the header bytes read from just before sample i (EBADMSG, naming
+  // the record and the page, when they are not its overflow page header).
+  Status check_sample_header(uint64_t i, std::span<const std::byte> header) const;
+  // A read found a location wrong: walk the tree once and, if the walk gives
+  // the same lengths, swap in its offsets (EIO if the lengths differ: views
+  // already sized by them cannot be served; restart the daemon). Idempotent
+  // per generation: a caller that saw generation g and finds it moved on
+  // returns at once. lmdb_generation() counts swaps.
+  Status repair_lmdb(uint64_t seen_generation, const std::string& why) const;
+  uint64_t lmdb_generation() const;
 
   // ---- totals ----
   uint64_t total_bytes() const { return total_bytes_; }  // size of the byte space
@@ -127,6 +176,8 @@ class Manifest {
   std::vector<uint16_t> file_mode_;
   // fixed format: first sample id of each file (size file_count()+1)
   std::vector<uint64_t> file_first_sample_;
+  uint64_t fixed_record_size_ = 0;
+  std::unique_ptr<LmdbState> lmdb_;  // lmdb format only
 
   // directories
   std::vector<uint32_t> dir_name_off_;

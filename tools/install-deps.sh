@@ -8,10 +8,10 @@ packages=(
   meson ninja-build pkg-config g++
   # libraries (found through pkg-config)
   libfuse3-dev libucx-dev liblmdb-dev libspdlog-dev libfmt-dev
-  libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libxxhash-dev
+  libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libxxhash-dev libzstd-dev
   libibverbs-dev rdma-core
   # tests
-  libgtest-dev libgmock-dev fuse3 python3 util-linux procps iproute2 lmdb-utils ucx-utils tar
+  libgtest-dev libgmock-dev fuse3 python3 util-linux procps iproute2 lmdb-utils python3-lmdb ucx-utils tar
   # the real client: PyTorch reading Fashion-MNIST through the epoch views
   python3-torch python3-numpy dataset-fashion-mnist
   # benchmarks

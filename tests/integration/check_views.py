@@ -3,14 +3,15 @@
 
 Used by the integration scenarios (11_epoch_views.sh, 12_rounds.sh):
 
-  check_views.py MNT DATASET BACKEND --format files|fixed [--record-size R --header-bytes H]
+  check_views.py MNT DATASET BACKEND --format files|fixed|lmdb [--record-size R --header-bytes H]
                  --epochs 0,1 --world-sizes 1,3 --remainder pad|drop [--threads 8] [--tar-tool]
 
 For every (epoch, W) it asserts: every rank's .index lists the view's samples;
 across the ranks every sample appears exactly once (drop: the remainder is
 left out; pad: wrapped duplicates only); the .tar holds exactly those members
 in that order with the backend's bytes (Python's tarfile, and GNU tar when
---tar-tool); the .bin (fixed) is the records in index order; the directory
+--tar-tool); the .bin (fixed, or lmdb with one value size) is the records in index order;
+for lmdb the backend's bytes are the values python3-lmdb returns in key order; the directory
 view lists the same samples in name order; seeks to sample k return sample k;
 many threads reading at random offsets get the right bytes. Prints one line
 per view family and exits non-zero on the first mismatch.
@@ -35,6 +36,15 @@ class Backend:
     def __init__(self, root, fmt, record_size, header):
         self.root, self.fmt, self.rec, self.header = root, fmt, record_size, header
         self.cache = {}
+        self.values = None
+        if fmt == "lmdb":
+            import lmdb  # python3-lmdb: the reference reader
+            env = lmdb.open(root, readonly=True, lock=False, subdir=True)
+            with env.begin() as txn:
+                self.values = [bytes(v) for _, v in txn.cursor()]
+            env.close()
+            sizes = {len(v) for v in self.values}
+            self.rec = sizes.pop() if len(sizes) == 1 else 0
 
     def sample(self, name):
         """Bytes of the sample called `name` in the view (tar member name)."""
@@ -43,6 +53,8 @@ class Backend:
         if self.fmt == "files":
             with open(os.path.join(self.root, name), "rb") as f:
                 data = f.read()
+        elif self.fmt == "lmdb":  # "data.mdb/00000042.bin": the value of key rank 42
+            data = self.values[int(name.rsplit("/", 1)[1].split(".")[0])]
         else:
             path, rec = name.rsplit("/", 1)
             k = int(rec.split(".")[0])
@@ -169,7 +181,7 @@ def main():
     ap.add_argument("mnt")
     ap.add_argument("dataset")
     ap.add_argument("backend")
-    ap.add_argument("--format", choices=["files", "fixed"], default="files")
+    ap.add_argument("--format", choices=["files", "fixed", "lmdb"], default="files")
     ap.add_argument("--record-size", type=int, default=0)
     ap.add_argument("--header-bytes", type=int, default=0)
     ap.add_argument("--samples", type=int, required=True, help="N, the dataset's sample count")
@@ -201,8 +213,10 @@ def main():
                 seen += [row[1] for row in rows]
                 check_tar(view, rows, backend, a.tar_tool and r == 0)
                 check_seeks(view, rows, backend, rng)
-                if a.format == "fixed":
+                if a.format == "fixed" or (a.format == "lmdb" and backend.rec):
                     check_bin(view, rows, backend)
+                elif os.path.exists(view + ".bin"):
+                    fail(f"{view}.bin: exists, but the samples are not all one size")
                 if r == 0:
                     check_dir(view, rows, backend)
                 views.append((view, rows))
