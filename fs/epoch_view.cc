@@ -89,7 +89,7 @@ Status EpochView::add_sample(uint64_t k, uint64_t from, uint64_t n, ReplyGather&
   const uint64_t gen = m.lmdb_generation();
   const bool placed = gen == 0;
   Status st = check_lmdb_header(k, placed, out);
-  if (st.ok()) return add_sample_bytes(k, from, n, out, placed ? ring : nullptr, placed);
+  if (st.is_ok()) return add_sample_bytes(k, from, n, out, placed ? ring : nullptr, placed);
   if (st.err() != EBADMSG) return st;
   DLFS_RETURN_IF_ERROR(m.repair_lmdb(gen, st.message()));
   DLFS_RETURN_IF_ERROR(check_lmdb_header(k, false, out));

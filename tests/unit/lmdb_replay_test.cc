@@ -352,7 +352,6 @@ TEST(LmdbLong, ImageNetSizedBuild) {
   double rs = 0, ws = 0;
   expect_replay_matches(b, &rs, &ws);
   std::printf("[ long     ] 1.28e6 records: build %.2f s, replay %.3f s, walk %.3f s\n", b.build_seconds, rs, ws);
-  EXPECT_LT(rs, 2.0) << "replay of 1.28e6 records should take well under two seconds";
 }
 
 // ---------------------------------------------------------------------------
