@@ -69,7 +69,7 @@ Result<const unsigned char*> map_base(const void* inside, ino_t inode, const std
 
 }  // namespace
 
-Result<Locations> walk_locations(const std::string& path) {
+Result<Locations> walk_locations(const std::string& path, std::vector<uint32_t>* key_sizes) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return Status::from_errno(errno, path);
   const bool is_dir = S_ISDIR(st.st_mode);
@@ -116,6 +116,10 @@ Result<Locations> walk_locations(const std::string& path) {
 
   Locations out;
   out.reserve(ms.ms_entries);
+  if (key_sizes) {
+    key_sizes->clear();
+    key_sizes->reserve(ms.ms_entries);
+  }
   const unsigned char* base = nullptr;
   const uint64_t file_size = static_cast<uint64_t>(dst.st_size);
   MDB_val k, v;
@@ -160,6 +164,7 @@ Result<Locations> walk_locations(const std::string& path) {
       }
     }
     out.push_back({off, v.mv_size});
+    if (key_sizes) key_sizes->push_back(static_cast<uint32_t>(k.mv_size));
   }
   if (rc != MDB_NOTFOUND) return lmdb_error(rc, path, "walking the main database");
   if (out.size() != ms.ms_entries) {

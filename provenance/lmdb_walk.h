@@ -3,7 +3,9 @@
 // the tests to check the replay, and by the daemon when no provenance is given.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "provenance/lmdb_types.h"
@@ -16,6 +18,9 @@ namespace dlfs::provenance::lmdb {
 // `env_dir_or_data_mdb` is the environment directory or its data file.
 // Errors (naming the path): not an LMDB environment, the main database uses
 // dupsort, or it holds named sub-databases (neither is a dataset of values).
-Result<Locations> walk_locations(const std::string& env_dir_or_data_mdb);
+// With `key_sizes`, the same pass also collects every key's length in key
+// order (what a provenance needs besides the value sizes).
+Result<Locations> walk_locations(const std::string& env_dir_or_data_mdb,
+                                 std::vector<uint32_t>* key_sizes = nullptr);
 
 }  // namespace dlfs::provenance::lmdb

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/control_protocol.h"
+#include "tools/ctl/lmdb_cli.h"
 #include "tools/ctl/render.h"
 
 namespace {
@@ -74,7 +75,10 @@ int main(int argc, char** argv) {
   report->add_option("--epochs", epochs, "Epochs to measure (2..1000, default 10)")->check(CLI::Range(2, 1000));
   auto* unmount = app.add_subcommand("unmount", "Unmount and stop the daemon, and wait until it is gone");
   for (auto* sub : {status, stats, verify, plan, report, unmount}) sub->fallthrough();
+  int lmdb_exit = kOk;
+  dlfs::ctl::add_lmdb_commands(app, lmdb_exit);
   CLI11_PARSE(app, argc, argv);
+  if (app.got_subcommand("lmdb")) return lmdb_exit;
 
   auto path = find_socket(socket, mount);
   if (!path) {

@@ -1,0 +1,211 @@
+#include "tools/ctl/lmdb_ingest.h"
+
+#include <fcntl.h>
+#include <lmdb.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "common/unique_fd.h"
+#include "provenance/lmdb_replay.h"
+#include "provenance/lmdb_sidecar.h"
+#include "tools/ctl/caffe_datum.h"
+
+namespace dlfs::ctl {
+
+namespace lm = provenance::lmdb;
+namespace stdfs = std::filesystem;
+
+namespace {
+
+constexpr size_t kMaxKeySize = 511;  // liblmdb's default MDB_MAXKEYSIZE
+
+Status mdb_status(int rc, const std::string& what) {
+  return Status(rc > 0 ? rc : EIO, what + ": " + mdb_strerror(rc));
+}
+
+struct EnvCloser {
+  void operator()(MDB_env* e) const { mdb_env_close(e); }
+};
+
+// Class labels for `files` datasets: the index of a file's top-level
+// directory among the root's sorted subdirectories (ImageNet's class folders);
+// 0 for files at the root.
+std::vector<int32_t> top_level_labels(const provenance::Manifest& m) {
+  std::vector<int32_t> label(m.dir_count(), 0);
+  auto top = m.dir_subdirs(provenance::kRootDir);
+  for (size_t i = 0; i < top.size(); ++i) label[top[i]] = static_cast<int32_t>(i);
+  for (uint32_t d = 1; d < m.dir_count(); ++d) {
+    uint32_t t = d;
+    while (m.dir_parent(t) != provenance::kRootDir) t = m.dir_parent(t);
+    label[d] = label[t];
+  }
+  return label;
+}
+
+Status check_options(const IngestOptions& o) {
+  if (o.format.format == provenance::DatasetFormat::lmdb)
+    return Status(EINVAL, "--format lmdb: the source must be a files or fixed dataset");
+  if (o.label_bytes > 4) return Status(EINVAL, "--label-bytes " + std::to_string(o.label_bytes) + ": at most 4");
+  if (o.values == ValueStyle::datum && o.format.format == provenance::DatasetFormat::fixed) {
+    if (o.label_bytes >= o.format.record_size)
+      return Status(EINVAL, "--label-bytes " + std::to_string(o.label_bytes) + " leaves no data in " +
+                                std::to_string(o.format.record_size) + "-byte records");
+    const uint64_t data = o.format.record_size - o.label_bytes;
+    const auto& s = o.shape;
+    if (s[0] && uint64_t{s[0]} * s[1] * s[2] != data)
+      return Status(EINVAL, "--shape " + std::to_string(s[0]) + "," + std::to_string(s[1]) + "," +
+                                std::to_string(s[2]) + " is " + std::to_string(uint64_t{s[0]} * s[1] * s[2]) +
+                                " bytes but a record holds " + std::to_string(data) + " after its label");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<IngestSummary> ingest(const IngestOptions& o) {
+  DLFS_RETURN_IF_ERROR(check_options(o));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto manifest = provenance::Manifest::build(o.src, o.format);
+  if (!manifest) return manifest.status().with_context("source dataset");
+  const provenance::Manifest& m = *manifest;
+  const uint64_t n = m.sample_count();
+  if (n == 0) return Status(EINVAL, "source dataset '" + o.src + "' has no samples");
+
+  const std::string data_path = o.dest + "/data.mdb";
+  std::error_code ec;
+  if (stdfs::exists(data_path, ec)) {
+    if (!o.force) return Status(EEXIST, data_path + " exists (use --force to replace the database)");
+    for (const char* f : {"data.mdb", "lock.mdb", "data.mdb.dlfs"}) stdfs::remove(o.dest + "/" + f, ec);
+  }
+  stdfs::create_directories(o.dest, ec);
+  if (ec) return Status(ec.value(), "creating " + o.dest + ": " + ec.message());
+
+  MDB_env* raw = nullptr;
+  int rc = mdb_env_create(&raw);
+  if (rc) return mdb_status(rc, "mdb_env_create");
+  std::unique_ptr<MDB_env, EnvCloser> env(raw);
+  // The map size is address space, not disk: LMDB grows the file as it writes.
+  if ((rc = mdb_env_set_mapsize(env.get(), size_t{1} << 40))) return mdb_status(rc, "mdb_env_set_mapsize");
+  // MDB_NOSYNC: one sync at the end instead of one per commit (Caffe's
+  // writers are as lax); lock.mdb is created next to data.mdb, as they do.
+  if ((rc = mdb_env_open(env.get(), o.dest.c_str(), MDB_NOSYNC, 0644)))
+    return mdb_status(rc, "opening a new LMDB environment in " + o.dest);
+  MDB_stat est{};
+  mdb_env_stat(env.get(), &est);
+
+  lm::Provenance prov;
+  prov.page_size = est.ms_psize;
+  int maj = 0, min = 0, patch = 0;
+  mdb_version(&maj, &min, &patch);
+  prov.lmdb_version = lm::kVersionFull(static_cast<uint32_t>(maj), static_cast<uint32_t>(min), static_cast<uint32_t>(patch));
+  prov.append = o.append;
+  prov.records = n;
+  prov.key_sizes.reserve(o.keys == KeyStyle::index ? 1 : n);
+  prov.value_sizes.reserve(n);
+
+  const int width = std::max<int>(8, static_cast<int>(std::to_string(n - 1).size()));
+  std::vector<int32_t> labels;
+  if (o.values == ValueStyle::datum && o.format.format == provenance::DatasetFormat::files) labels = top_level_labels(m);
+
+  IngestSummary sum;
+  MDB_txn* txn = nullptr;
+  MDB_dbi dbi = 0;
+  uint64_t in_txn = 0;
+  UniqueFd fd;
+  uint32_t open_file = UINT32_MAX;
+  std::vector<std::byte> buf;
+  std::string value, key;
+  auto last = std::chrono::steady_clock::now();
+  for (uint64_t i = 0; i < n; ++i) {
+    const provenance::SampleLocation s = m.sample(i);
+    if (s.file != open_file) {
+      const std::string path = o.src + "/" + m.file_path(s.file);
+      fd = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+      if (!fd.valid()) return Status::from_errno(errno, path);
+      open_file = s.file;
+    }
+    buf.resize(s.length);
+    ssize_t got = ::pread(fd.get(), buf.data(), s.length, static_cast<off_t>(s.offset));
+    if (got != static_cast<ssize_t>(s.length))
+      return Status(got < 0 ? errno : EIO, o.src + "/" + m.file_path(s.file) + ": short read of sample " +
+                                               std::to_string(i) + " (did the file change?)");
+    std::span<const std::byte> bytes(buf);
+    if (o.values == ValueStyle::datum) {
+      DatumFields f;
+      if (o.format.format == provenance::DatasetFormat::files) {
+        f.label = labels[m.file_parent(s.file)];
+        f.encoded = true;
+      } else {
+        uint32_t label = 0;
+        for (uint32_t b = 0; b < o.label_bytes; ++b) label |= std::to_integer<uint32_t>(bytes[b]) << (8 * b);
+        f.label = static_cast<int32_t>(label);
+        bytes = bytes.subspan(o.label_bytes);
+        f.channels = o.shape[0] ? o.shape[0] : 1;
+        f.height = o.shape[0] ? o.shape[1] : 1;
+        f.width = o.shape[0] ? o.shape[2] : static_cast<uint32_t>(bytes.size());
+      }
+      encode_datum(f, bytes, value);
+    } else {
+      value.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    }
+    char idx[32];
+    std::snprintf(idx, sizeof idx, "%0*llu", width, static_cast<unsigned long long>(i));
+    key = idx;
+    if (o.keys == KeyStyle::index_name) key += "_" + m.file_path(s.file);
+    if (key.size() > kMaxKeySize)
+      return Status(ENAMETOOLONG, "key for " + m.sample_name(i) + " is " + std::to_string(key.size()) +
+                                      " bytes; LMDB keys are at most 511 (use --keys index)");
+
+    if (!txn) {
+      if ((rc = mdb_txn_begin(env.get(), nullptr, 0, &txn))) return mdb_status(rc, "mdb_txn_begin");
+      if ((rc = mdb_dbi_open(txn, nullptr, 0, &dbi))) {
+        mdb_txn_abort(txn);
+        return mdb_status(rc, "opening the main database");
+      }
+    }
+    MDB_val k{key.size(), key.data()}, v{value.size(), value.data()};
+    if ((rc = mdb_put(txn, dbi, &k, &v, o.append ? MDB_APPEND : 0))) {
+      mdb_txn_abort(txn);
+      return mdb_status(rc, "putting record " + std::to_string(i) + " (" + m.sample_name(i) + ")");
+    }
+    if (o.keys == KeyStyle::index_name || prov.key_sizes.empty()) prov.key_sizes.push_back(static_cast<uint32_t>(key.size()));
+    prov.value_sizes.push_back(static_cast<uint32_t>(value.size()));
+    sum.value_bytes += value.size();
+    if (++in_txn == o.commit_every || i + 1 == n) {
+      if ((rc = mdb_txn_commit(txn))) return mdb_status(rc, "committing records up to " + std::to_string(i));
+      txn = nullptr;
+      prov.txn_records.push_back(in_txn);
+      in_txn = 0;
+      ++sum.commits;
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (o.progress && (now - last > std::chrono::seconds(2) || i + 1 == n)) {
+      last = now;
+      const double s = std::chrono::duration<double>(now - t0).count();
+      std::fprintf(stderr, "ingest: %llu/%llu records (%.1f%%), %.1f MB, %.1f MB/s\n",
+                   static_cast<unsigned long long>(i + 1), static_cast<unsigned long long>(n), 100.0 * (i + 1) / n,
+                   sum.value_bytes / 1e6, s > 0 ? sum.value_bytes / 1e6 / s : 0.0);
+    }
+  }
+  if ((rc = mdb_env_sync(env.get(), 1))) return mdb_status(rc, "syncing " + data_path);
+  env.reset();
+  sum.records = n;
+
+  SidecarRequest req;
+  req.dir = o.dest;
+  req.known = lm::canonical(std::move(prov));
+  req.force = true;
+  auto made = make_sidecar(req);
+  if (!made) return made.status().with_context("writing the sidecar");
+  sum.sidecar = *made;
+  sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return sum;
+}
+
+}  // namespace dlfs::ctl
