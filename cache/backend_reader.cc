@@ -52,12 +52,12 @@ std::string quoted(const std::string& path) { return "backend file '" + path + "
 
 }  // namespace
 
-Result<std::unique_ptr<BackendReader>> BackendReader::open(const provenance::Manifest& manifest) {
+Result<std::unique_ptr<BackendReader>> BackendReader::open(const provenance::Manifest& manifest, unsigned max_requests) {
   int fd = ::open(manifest.root().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return Status::from_errno(errno, "backend root " + manifest.root());
   UniqueFd root(fd);
   bool use_openat2 = probe_openat2(root.get());
-  return std::unique_ptr<BackendReader>(new BackendReader(manifest, std::move(root), use_openat2));
+  return std::unique_ptr<BackendReader>(new BackendReader(manifest, std::move(root), use_openat2, max_requests));
 }
 
 Result<UniqueFd> BackendReader::open_file(const std::string& path) const {
@@ -83,6 +83,7 @@ Result<UniqueFd> BackendReader::open_file(const std::string& path) const {
 Status BackendReader::read_file(uint32_t file, uint64_t offset, std::span<std::byte> out) const {
   if (out.empty()) return Status::ok();
   std::string path = manifest_.file_path(file);
+  RequestGate::Ticket ticket(gate_);  // the open counts: on a parallel FS it is a metadata request
   auto fd = open_file(path);
   if (!fd) return fd.status();
   size_t done = 0;

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "cache/request_gate.h"
 #include "common/unique_fd.h"
 #include "provenance/manifest.h"
 
@@ -24,7 +25,10 @@ namespace dlfs::cache {
 class BackendReader {
  public:
   // Opens the dataset root directory; error names the root.
-  static Result<std::unique_ptr<BackendReader>> open(const provenance::Manifest& manifest);
+  // `max_requests`: preads in flight at once across every caller (loader,
+  // rounds, reads of non-resident samples); 0 = no bound.
+  static Result<std::unique_ptr<BackendReader>> open(const provenance::Manifest& manifest,
+                                                     unsigned max_requests = 0);
 
   // Fills `out` with the bytes at [data_offset, data_offset + out.size()).
   Status read(uint64_t data_offset, std::span<std::byte> out) const;
@@ -33,15 +37,17 @@ class BackendReader {
   Status read_file(uint32_t file, uint64_t offset, std::span<std::byte> out) const;
 
   const provenance::Manifest& manifest() const { return manifest_; }
+  const RequestGate& gate() const { return gate_; }
 
  private:
-  BackendReader(const provenance::Manifest& m, UniqueFd root, bool use_openat2)
-      : manifest_(m), root_(std::move(root)), use_openat2_(use_openat2) {}
+  BackendReader(const provenance::Manifest& m, UniqueFd root, bool use_openat2, unsigned max_requests)
+      : manifest_(m), root_(std::move(root)), use_openat2_(use_openat2), gate_(max_requests) {}
   // Opens a regular file below the root without following any symlink.
   Result<UniqueFd> open_file(const std::string& path) const;
   const provenance::Manifest& manifest_;
   UniqueFd root_;
   bool use_openat2_;  // kernel has openat2 (else: walk components with O_NOFOLLOW)
+  mutable RequestGate gate_;
 };
 
 }  // namespace dlfs::cache

@@ -121,13 +121,15 @@ Status parse_daemon(const toml::table& t, const std::string& origin, DaemonConfi
 
 Status parse_cache(const toml::table& t, const std::string& origin, DaemonConfig& c) {
   DLFS_RETURN_IF_ERROR(
-      check_keys(t, "cache", {"memory_budget", "extent_size", "loader_threads", "read_size"}, origin));
+      check_keys(t, "cache", {"memory_budget", "extent_size", "loader_threads", "read_size", "backend_requests"},
+                 origin));
   if (const toml::node* n = t.get("memory_budget")) {
     if (auto i = n->value_exact<int64_t>()) c.memory_budget = std::to_string(*i);
     else DLFS_RETURN_IF_ERROR(get_string(t, origin, "cache", "memory_budget", c.memory_budget));
   }
   DLFS_RETURN_IF_ERROR(get_size(t, origin, "cache", "extent_size", c.extent_size));
   DLFS_RETURN_IF_ERROR(get_unsigned(t, origin, "cache", "loader_threads", c.loader_threads));
+  DLFS_RETURN_IF_ERROR(get_unsigned(t, origin, "cache", "backend_requests", c.backend_requests));
   DLFS_RETURN_IF_ERROR(get_size(t, origin, "cache", "read_size", c.read_size));
   return Status::ok();
 }

@@ -5,7 +5,7 @@
 //   [daemon]  mountpoint (required), control_socket, log_level, fuse_threads,
 //             allow_other, entry_timeout_s, attr_timeout_s
 //   [cache]   memory_budget ("16GiB" or "50%" of physical memory), extent_size,
-//             loader_threads, read_size
+//             loader_threads, read_size, backend_requests
 //   [cluster] peers, rank, listen, port, token_file, token, heartbeat_ms,
 //             down_after_ms, get_timeout_ms (docs/deploy.md)
 //   [[dataset]]  name (required), backend (required), format ("files"|"fixed"|"lmdb"),
@@ -61,6 +61,7 @@ struct DaemonConfig {
   std::string memory_budget = "50%";   // of physical memory, or a size
   uint64_t extent_size = 8ull << 20;
   unsigned loader_threads = 4;
+  unsigned backend_requests = 0;       // preads in flight per dataset at most (0: no bound)
   uint64_t read_size = 8ull << 20;
   // [cluster]: the job's daemons (docs/deploy.md). No peers and no Slurm
   // environment: a cluster of one.

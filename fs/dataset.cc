@@ -55,7 +55,7 @@ Result<std::unique_ptr<Dataset>> Dataset::open(const DatasetConfig& config, uint
   if (::stat(config.backend.c_str(), &st) == 0)
     ds->root_mtime_ns_ = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
 
-  auto backend = cache::BackendReader::open(ds->manifest_);
+  auto backend = cache::BackendReader::open(ds->manifest_, daemon.backend_requests);
   if (!backend) return backend.status().with_context(what);
   ds->backend_ = std::move(backend).value();
   ds->fingerprint_ = manifest_fingerprint(ds->manifest_);

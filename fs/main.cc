@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   app.get_formatter()->column_width(36);
   std::string config_path, mountpoint, backend, name, format, record_size, header_bytes, budget, extent_size,
       read_size, control_socket, log_level;
-  unsigned loader_threads = 0, fuse_threads = 0;
+  unsigned loader_threads = 0, fuse_threads = 0, backend_requests = 0;
   bool version = false;
   // Epoch-view plan flags (one-dataset mode; a config file sets them per dataset).
   std::optional<uint64_t> seed;
@@ -54,6 +54,9 @@ int main(int argc, char** argv) {
   app.add_option("--extent-size", extent_size, "Unit of loading and checksums (default 8MiB)");
   app.add_option("--read-size", read_size, "Largest single backend read (default 8MiB)");
   app.add_option("--loader-threads", loader_threads, "Backend reads in flight while loading (default 4)");
+  app.add_option("--backend-requests", backend_requests,
+                 "Backend reads in flight per dataset at most, from any source (loader, rounds, reads of\n"
+                 "samples not in memory): LMDBIO's staggering (default 0: no bound)");
   app.add_option("--fuse-threads", fuse_threads, "Most FUSE worker threads (default 16)");
   app.add_option("--control-socket", control_socket, "Control socket path (default /run/dlfs/<mountpoint>.sock)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default info)");
@@ -141,6 +144,7 @@ int main(int argc, char** argv) {
   if (!log_level.empty()) config.log_level = log_level;
   if (!budget.empty()) config.memory_budget = budget;
   if (loader_threads) config.loader_threads = loader_threads;
+  if (backend_requests) config.backend_requests = backend_requests;
   if (fuse_threads) config.fuse_threads = fuse_threads;
   if (auto s = size_flag(extent_size, "--extent-size", config.extent_size); !s) return fail(s);
   if (auto s = size_flag(read_size, "--read-size", config.read_size); !s) return fail(s);

@@ -52,6 +52,8 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed) {
   const BytesBySource by = bytes_by_source(d);
   j["bytes_by_source"] = {{"local", by.local}, {"remote", by.remote}, {"backend", by.backend}};
   j["stripe"] = {{"begin", d.buffer().range_begin()}, {"end", d.buffer().range_end()}};
+  const auto& gate = d.backend().gate();
+  j["backend_requests"] = {{"limit", gate.limit()}, {"peak", gate.peak()}, {"waits", gate.waits()}};
   if (const provenance::LmdbInfo* l = m.lmdb()) {
     // Where the value locations came from, and how often a failed read check
     // made the daemon correct them from the tree (0 when the sidecar was right).

@@ -64,15 +64,19 @@ same_records "$WORK/mixed" "$WORK/mnt/m/raw"
 stop_daemon "$DAEMON_PID" "$WORK/mnt"
 
 # 2. Caffe-style build (APPEND, commit every 1000, one value size) with a
-#    provenance sidecar from dlfs-ctl; rounds (R = 0.3) read chunks of it.
+#    provenance sidecar from dlfs-ctl; rounds (R = 0.3) read chunks of it,
+#    at most 2 backend reads at a time.
 make_db "$WORK/fixed" 2600 sorted 3072 1000
 "$DLFS_CTL" lmdb sidecar "$WORK/fixed" >"$WORK/sidecar.out" 2>&1 || { cat "$WORK/sidecar.out" >&2; fail "dlfs-ctl lmdb sidecar"; }
-start_daemon "$WORK/mnt" "$WORK/d2.log" --backend "$WORK/fixed" --name f --format lmdb --seed 9 --shuffle-ratio 0.3
+start_daemon "$WORK/mnt" "$WORK/d2.log" --backend "$WORK/fixed" --name f --format lmdb --seed 9 --shuffle-ratio 0.3 \
+  --loader-threads 4 --backend-requests 2
 [ "$(stat_field "$WORK/mnt" 's["datasets"][0]["lmdb"]["locations_from"]')" = "sidecar (provenance)" ] ||
   fail "the provenance sidecar was not used: $(stat_field "$WORK/mnt" 's["datasets"][0]["lmdb"]')"
 [ "$(stat_field "$WORK/mnt" 's["datasets"][0]["lmdb"]["value_size"]')" = 3072 ] || fail "value size not reported"
 "$PYTHON" "$CHECK" "$WORK/mnt" f "$WORK/fixed" --format lmdb --samples 2600 --epochs 0 --world-sizes 1,2 ||
   fail "views (bin included) of a fixed-size LMDB dataset in rounds"
+peak=$(stat_field "$WORK/mnt" 's["datasets"][0]["backend_requests"]["peak"]')
+[ "$peak" -ge 1 ] && [ "$peak" -le 2 ] || fail "backend requests in flight: peak $peak with a bound of 2"
 stop_daemon "$DAEMON_PID" "$WORK/mnt"
 
 # 3. One more commit after the sidecar was made: refused, named, walked.
