@@ -1,5 +1,6 @@
 // dlfs-ctl lmdb's logic: which commit intervals the sidecar search tries, and
 // that it recovers the provenance of a Caffe-style build it did not see.
+#include <lmdb.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -9,6 +10,7 @@
 
 #include "provenance/lmdb_layout.h"
 #include "provenance/lmdb_sidecar.h"
+#include "provenance/lmdb_walk.h"
 #include "tools/ctl/lmdb_ingest.h"
 #include "tools/ctl/lmdb_sidecar_maker.h"
 
@@ -76,6 +78,47 @@ TEST_F(SidecarSearch, RecoversTheProvenanceOfACommitEvery7Build) {
   ASSERT_TRUE(ex.is_ok());
   EXPECT_FALSE(ex->provenance_form);
   EXPECT_EQ(ex->candidates_tried, 0);
+}
+
+// A database no insert-only build explains (records deleted and rewritten
+// after the build): no provenance replays to it, and the explicit form is
+// exact.
+TEST_F(SidecarSearch, DeletesAndOverwritesGetTheExplicitForm) {
+  IngestOptions o;
+  o.src = (base_ / "src").string();
+  o.dest = (base_ / "db").string();
+  o.progress = false;
+  ASSERT_TRUE(ingest(o).is_ok());
+  MDB_env* env = nullptr;
+  ASSERT_EQ(mdb_env_create(&env), 0);
+  ASSERT_EQ(mdb_env_set_mapsize(env, size_t{1} << 32), 0);
+  ASSERT_EQ(mdb_env_open(env, o.dest.c_str(), 0, 0644), 0);
+  MDB_txn* txn = nullptr;
+  MDB_dbi dbi = 0;
+  ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
+  ASSERT_EQ(mdb_dbi_open(txn, nullptr, 0, &dbi), 0);
+  std::string big(6000, 'z');
+  for (int i = 0; i < 400; i += 3) {
+    char key[16];
+    std::snprintf(key, sizeof key, "%08d", i);
+    MDB_val k{8, key}, v{big.size(), big.data()};
+    if (i % 2) ASSERT_EQ(mdb_del(txn, dbi, &k, nullptr), 0);
+    else ASSERT_EQ(mdb_put(txn, dbi, &k, &v, 0), 0);
+  }
+  ASSERT_EQ(mdb_txn_commit(txn), 0);
+  mdb_env_close(env);
+
+  SidecarRequest req;
+  req.dir = o.dest;
+  req.force = true;
+  auto made = make_sidecar(req);
+  ASSERT_TRUE(made.is_ok()) << made.status().message();
+  EXPECT_FALSE(made->provenance_form);
+  EXPECT_GT(made->candidates_tried, 0);
+  auto l = provenance::lmdb::open_layout(o.dest);
+  ASSERT_TRUE(l.is_ok());
+  EXPECT_EQ(l->source, provenance::lmdb::LayoutSource::sidecar_explicit) << l->why_walk;
+  EXPECT_EQ(l->locations, provenance::lmdb::walk_locations(o.dest).value());
 }
 
 }  // namespace
