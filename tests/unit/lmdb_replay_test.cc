@@ -719,25 +719,3 @@ TEST(LmdbWalk, EmptyDatabase) {
 
 }  // namespace
 }  // namespace dlfs::provenance::lmdb
-namespace dlfs::provenance::lmdb {
-namespace {
-TEST(LmdbProbe, Custom) {
-  const char* e = std::getenv("PROBE");
-  if (!e) GTEST_SKIP();
-  unsigned long long n, every, vs; int order, kk;
-  ASSERT_EQ(std::sscanf(e, "%llu,%llu,%llu,%d,%d", &n, &every, &vs, &order, &kk), 5);
-  std::mt19937_64 rng(n + every);
-  std::vector<uint64_t> sched;
-  if (every == 0) { uint64_t left = n; const uint64_t pick[] = {1, 2, 5, 50, 500, 3000}; while (left) { uint64_t t = std::min(left, pick[rng() % 6]); sched.push_back(t); left -= t; } }
-  TempDir tmp;
-  BuildSpec s;
-  s.records = n; s.commit_every = every; s.txn_sizes = sched; s.value_sizes = {static_cast<uint32_t>(vs)};
-  s.order = static_cast<Order>(order); s.keys = kk ? KeyKind::filename : KeyKind::be64;
-  Built b;
-  build_db(tmp.path() + "/db", s, &b);
-  double rs, ws;
-  expect_replay_matches(b, &rs, &ws);
-  std::printf("probe build %.3f replay %.3f walk %.3f\n", b.build_seconds, rs, ws);
-}
-}
-}
