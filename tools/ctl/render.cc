@@ -81,6 +81,15 @@ std::string render_status(const json& s) {
                     std::to_string(get<uint64_t>(d, "samples", 0)), format_size(get<uint64_t>(d, "total_bytes", 0)),
                     format_size(get<uint64_t>(d, "resident_bytes", 0)), load_cell(d.value("load", json::object()))});
   out << table(rows);
+  for (const auto& d : datasets) {
+    if (!d.contains("lmdb") || !d["lmdb"].is_object()) continue;
+    const json& l = d["lmdb"];
+    out << get<std::string>(d, "name", "?") << ": values located by " << get<std::string>(l, "locations_from", "?")
+        << " in " << fmt("%.3f", get<double>(l, "locate_s", 0)) << " s";
+    if (get<uint64_t>(l, "repairs", 0)) out << "; corrected from the tree " << get<uint64_t>(l, "repairs", 0) << "x after failed read checks";
+    out << "\n";
+    if (!get<std::string>(l, "why_walk", "").empty()) out << "  (sidecar not used: " << get<std::string>(l, "why_walk", "") << ")\n";
+  }
   if (s.contains("cluster") && s["cluster"].is_object()) out << render_cluster(s["cluster"]);
   return out.str();
 }
