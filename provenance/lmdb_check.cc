@@ -124,6 +124,37 @@ Status check_leaf(Reader& rd, int fd, const Page& leaf, const Locations& locs, u
   return Status::ok();
 }
 
+// Checks record `rec` where the locations put it: its overflow page header,
+// or the leaf page that holds it (found by the value's offset, then compared
+// whole with the locations around `rec`).
+Status check_record(Reader& rd, int fd, const Locations& locs, uint64_t rec, SpotCheckReport& r,
+                    const std::string& name) {
+  const uint32_t ps = rd.page_size();
+  const ValueLocation& v = locs[rec];
+  const std::string what = name + ": record " + std::to_string(rec);
+  if (is_overflow_location(v, ps)) {
+    std::byte h[16];
+    if (::pread(fd, h, sizeof h, static_cast<off_t>(v.offset - kPageHeaderBytes)) != 16)
+      return Status(EIO, what + ": cannot read its overflow page");
+    DLFS_RETURN_IF_ERROR(check_overflow_header(h, v, ps).with_context(what));
+    ++r.overflow_headers;
+    return Status::ok();
+  }
+  auto p = rd.page(v.offset / ps);
+  if (!p) return p.status().with_context(what);
+  if (!(p->flags() & kLeaf))
+    return Status(EBADMSG, what + ": the locations put it in page " + std::to_string(p->number) + ", not a leaf page");
+  for (unsigned i = 0; i < p->nodes(); ++i) {
+    auto n = rd.node(*p, i);
+    if (!n) return n.status();
+    if (n->flags & kBigData || p->number * ps + n->offset + 8 + n->key_size != v.offset) continue;
+    if (i > rec) return Status(EBADMSG, what + ": it is node " + std::to_string(i) + " of leaf page " + std::to_string(p->number));
+    return check_leaf(rd, fd, *p, locs, rec - i, r, name);
+  }
+  return Status(EBADMSG, what + ": no node of leaf page " + std::to_string(p->number) + " holds a value at offset " +
+                             std::to_string(v.offset));
+}
+
 }  // namespace
 
 Status check_overflow_header(std::span<const std::byte, 16> header, const ValueLocation& v, uint32_t page_size) {
@@ -202,6 +233,8 @@ Status spot_check(int fd, const std::string& name, const MetaKey& key, const Loc
     }
     DLFS_RETURN_IF_ERROR(check_leaf(rd, fd, *p, locs, first, r, name));
   }
+  for (uint64_t rec : options.records)
+    if (rec < locs.size()) DLFS_RETURN_IF_ERROR(check_record(rd, fd, locs, rec, r, name));
   return Status::ok();
 }
 

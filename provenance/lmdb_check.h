@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "provenance/lmdb_types.h"
@@ -47,6 +48,11 @@ Status check_overflow_header(std::span<const std::byte, 16> header, const ValueL
 struct SpotCheckOptions {
   unsigned random_leaves = 32;  // besides the first and the last leaf
   uint64_t seed = 1;
+  // Records (key order) checked where the locations put them: an overflow
+  // value's page header, or the whole leaf page holding an in-leaf value.
+  // open_layout passes the first record of some transactions of a
+  // provenance, where a wrong commit boundary shows first.
+  std::vector<uint64_t> records;
 };
 
 struct SpotCheckReport {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include <spdlog/spdlog.h>
@@ -26,6 +27,31 @@ const char* source_name(LayoutSource s) {
 
 namespace {
 
+// The first record (key order) of up to `most` transactions spread over the
+// build: where a wrong commit boundary misplaces records first.
+std::vector<uint64_t> txn_first_records(const Provenance& p, unsigned most) {
+  std::vector<uint64_t> starts;  // insertion indices
+  if (p.records == 0 || p.txn_records.empty()) return starts;
+  if (p.txn_records.size() == 1) {
+    const uint64_t every = std::max<uint64_t>(1, p.txn_records[0]);
+    for (uint64_t i = 0; i < p.records; i += every) starts.push_back(i);
+  } else {
+    uint64_t i = 0;
+    for (uint64_t n : p.txn_records) {
+      if (i >= p.records) break;
+      starts.push_back(i);
+      i += n;
+    }
+  }
+  std::vector<uint64_t> out;
+  const size_t step = std::max<size_t>(1, starts.size() / most);
+  for (size_t t = 0; t < starts.size() && out.size() < most; t += step) {
+    const uint64_t idx = starts[t];
+    out.push_back(p.key_rank.empty() ? idx : (idx < p.key_rank.size() ? p.key_rank[idx] : idx));
+  }
+  return out;
+}
+
 // The sidecar's locations, checked; an error says why they cannot be used.
 Result<Layout> from_sidecar(int fd, const std::string& data, const std::string& side, const MetaKey& actual,
                             const LayoutOptions& options) {
@@ -48,7 +74,9 @@ Result<Layout> from_sidecar(int fd, const std::string& data, const std::string& 
     l.locations = std::move(r->locations);
     l.source = LayoutSource::sidecar_provenance;
   }
-  DLFS_RETURN_IF_ERROR(spot_check(fd, data, actual, l.locations, options.checks, &l.checks)
+  SpotCheckOptions checks = options.checks;
+  if (sc->provenance && checks.records.empty()) checks.records = txn_first_records(*sc->provenance, 16);
+  DLFS_RETURN_IF_ERROR(spot_check(fd, data, actual, l.locations, checks, &l.checks)
                            .with_context(side + " fails the spot checks"));
   return l;
 }

@@ -214,6 +214,38 @@ TEST_F(LmdbLayoutTest, ForgedExplicitSidecarFailsTheSpotChecks) {
   EXPECT_EQ(l->locations, walk());
 }
 
+// Records named in SpotCheckOptions::records are checked where the locations
+// put them, whichever leaves the descents visit: an in-leaf value moved by a
+// few bytes and an overflow value moved by a page are both caught.
+TEST_F(LmdbLayoutTest, NamedRecordsAreCheckedWhereTheLocationsPutThem) {
+  put(0, 3000, 1000);
+  const Locations truth = walk();
+  uint64_t in_leaf = 0, overflow = 0;
+  for (uint64_t r = truth.size() / 2; r < truth.size() && (!in_leaf || !overflow); ++r) {
+    if (!in_leaf && !is_overflow_location(truth[r], 4096)) in_leaf = r;
+    if (!overflow && is_overflow_location(truth[r], 4096) && truth[r].length > 4096) overflow = r;
+  }
+  ASSERT_TRUE(in_leaf && overflow);
+  int fd = ::open(data().c_str(), O_RDONLY);
+  SpotCheckOptions only_named;
+  only_named.random_leaves = 0;
+  only_named.records = {in_leaf, overflow};
+  SpotCheckReport rep;
+  ASSERT_TRUE(spot_check(fd, data(), key(), truth, only_named, &rep).is_ok());
+  EXPECT_GE(rep.leaves, 3u);  // first, last, and the leaf of `in_leaf`
+  for (uint64_t victim : {in_leaf, overflow}) {
+    Locations forged = truth;
+    forged[victim].offset += victim == overflow ? 4096 : 8;
+    SpotCheckOptions none;
+    none.random_leaves = 0;
+    EXPECT_TRUE(spot_check(fd, data(), key(), forged, none).is_ok()) << "first and last leaf alone miss it";
+    Status st = spot_check(fd, data(), key(), forged, only_named);
+    EXPECT_EQ(st.err(), EBADMSG) << victim;
+    EXPECT_NE(st.message().find("record " + std::to_string(victim)), std::string::npos) << st.message();
+  }
+  ::close(fd);
+}
+
 TEST_F(LmdbLayoutTest, DamagedSidecarAndDatabaseGiveClearErrors) {
   put(0, 300, 30);
   write_sidecar(Sidecar{key(), canonical(prov_), std::nullopt});
