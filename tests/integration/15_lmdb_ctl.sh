@@ -9,15 +9,26 @@ source "$(dirname "$0")/lib.sh"
 "$PYTHON" -c 'import lmdb' 2>/dev/null || skip "python3-lmdb is not installed (tools/install-deps.sh installs it)"
 C=$DLFS_CTL
 
-# expect_fail WHAT PATTERN CMD...: CMD exits non-zero (not by a signal) and
-# its stderr matches PATTERN.
+# expect_fail WHAT RC PATTERN CMD...: CMD exits with RC (1 failed, 2 usage;
+# never a signal) and its stderr matches PATTERN.
 expect_fail() {
-  local what=$1 pattern=$2; shift 2
+  local what=$1 want=$2 pattern=$3; shift 3
   local rc=0
   "$@" >"$WORK/out" 2>"$WORK/err" || rc=$?
   [ "$rc" -ne 0 ] || fail "$what: should have failed"
   [ "$rc" -lt 128 ] || fail "$what: killed by a signal (exit $rc)"
+  [ "$rc" -eq "$want" ] || { cat "$WORK/err" >&2; fail "$what: exit $rc, want $want"; }
   grep -qE -- "$pattern" "$WORK/err" || { cat "$WORK/err" >&2; fail "$what: message should match '$pattern'"; }
+}
+
+# form DIR: the sidecar form `lmdb show --json` reports, after checking that
+# it matches.
+form() {
+  "$C" lmdb show --json "$1" | "$PYTHON" -c '
+import json, sys
+s = json.load(sys.stdin)["sidecar"]
+assert s["present"] and s["matches"], s
+print(s["form"])'
 }
 
 # Reads every record with python3-lmdb and compares with the source files in
@@ -71,6 +82,7 @@ PY
 }
 
 "$PYTHON" "$GEN_DATASET" files "$WORK/imgs" --count 300 --size 5K --size-jitter 0.5 --dirs 3 --seed 4 >/dev/null
+"$C" lmdb ingest --help | grep -q "lock.mdb" || fail "ingest --help should explain lock.mdb"
 
 # Raw values, Caffe-style commit interval: the provenance form, tiny.
 "$C" lmdb ingest "$WORK/imgs" "$WORK/raw" -q >"$WORK/ingest.out" || fail "ingest (raw)"
@@ -81,11 +93,13 @@ check_files_db "$WORK/imgs" "$WORK/raw" raw || fail "python3-lmdb reads other va
 import json, sys
 s = json.load(open(sys.argv[1]))
 assert s["records"] == 300, s["records"]
-assert s["sidecar"]["present"] and s["sidecar"]["form"] == "provenance", s["sidecar"]
+assert s["sidecar"]["present"] and s["sidecar"]["form"] == "provenance" and s["sidecar"]["matches"], s["sidecar"]
+assert not s["fixed_size_bin_view"], "the files differ in size"
 assert s["locations_from"] == "sidecar (provenance)", s["locations_from"]
 assert s["sidecar"]["bytes"] < 1024, s["sidecar"]["bytes"]
 PY
-"$C" lmdb verify "$WORK/raw" | grep -q "^ok: 300 records" || fail "verify of a fresh sidecar"
+"$C" lmdb verify "$WORK/raw" | grep -q "^ok: 300 records, sidecar (provenance) matches the tree" \
+  || fail "verify of a fresh sidecar"
 
 # Datum values, filename keys, a commit every 7, APPEND.
 "$C" lmdb ingest "$WORK/imgs" "$WORK/datum" -q --value datum --keys index_name --commit-every 7 --append \
@@ -110,6 +124,9 @@ assert n == 500, n
 want = bytes([0x08, 3, 0x10, 32, 0x18, 32, 0x22, 0x80, 0x18]) + first[1:] + bytes([0x28]) + bytes([first[0]])
 assert v == want or (first[0] >= 0x80 and v[:-2] == want[:-1]), "datum bytes differ"
 PY
+[ "$(form "$WORK/cdb")" = provenance ] || fail "fixed Datum build: provenance form expected"
+"$C" lmdb show --json "$WORK/cdb" | "$PYTHON" -c 'import json,sys; assert json.load(sys.stdin)["fixed_size_bin_view"]' \
+  || fail "fixed-size Datum values: the .bin view should be reported available"
 
 # One more commit: the sidecar is stale; verify names both states.
 "$PYTHON" -c '
@@ -118,26 +135,53 @@ env = lmdb.open(sys.argv[1], map_size=1 << 32)
 with env.begin(write=True) as txn:
     txn.put(b"99999999", b"late record")
 env.close()' "$WORK/raw"
-expect_fail "verify of a stale sidecar" "different database state.*txnid 1[^0-9].*txnid 2[^0-9]" "$C" lmdb verify "$WORK/raw"
+expect_fail "verify of a stale sidecar" 1 "different database state.*txnid 1[^0-9].*txnid 2[^0-9]" \
+  "$C" lmdb verify "$WORK/raw"
 "$C" lmdb show "$WORK/raw" | grep -q "NOT usable" || fail "show should say the stale sidecar is not usable"
-expect_fail "sidecar without --force" "exists" "$C" lmdb sidecar "$WORK/raw"
+expect_fail "sidecar without --force" 2 "exists" "$C" lmdb sidecar "$WORK/raw"
+# Explicit offsets fit any database. (The search may also find a provenance
+# here: 300 + 1 records in 2 transactions is an insert-only build.)
+"$C" lmdb sidecar --force --explicit "$WORK/raw" | grep -q "explicit form" || fail "sidecar --force --explicit"
+[ "$(form "$WORK/raw")" = explicit ] || fail "sidecar --explicit should store the explicit form"
+"$C" lmdb verify "$WORK/raw" | grep -q "^ok: 301 records, sidecar (explicit)" || fail "verify after sidecar --force"
 "$C" lmdb sidecar --force "$WORK/raw" >/dev/null || fail "sidecar --force"
-"$C" lmdb verify "$WORK/raw" | grep -q "^ok: 301 records" || fail "verify after sidecar --force"
+"$C" lmdb verify "$WORK/raw" | grep -q "^ok: 301 records" || fail "verify after sidecar --force (search)"
+# A delete: no insert-only build explains it, so the search stores explicit.
+"$PYTHON" -c '
+import lmdb, sys
+env = lmdb.open(sys.argv[1], map_size=1 << 32)
+with env.begin(write=True) as txn:
+    assert txn.delete(b"00000100")
+env.close()' "$WORK/raw"
+expect_fail "verify after a delete" 1 "different database state" "$C" lmdb verify "$WORK/raw"
+"$C" lmdb sidecar --force "$WORK/raw" >"$WORK/sidecar.out" || fail "sidecar --force after a delete"
+grep -q "explicit form" "$WORK/sidecar.out" || { cat "$WORK/sidecar.out"; fail "a delete should give the explicit form"; }
+grep -q "no Caffe-style build replays" "$WORK/sidecar.out" || fail "sidecar should say why it stored explicit offsets"
+"$C" lmdb verify "$WORK/raw" | grep -q "^ok: 300 records, sidecar (explicit) matches the tree" \
+  || fail "verify of the explicit sidecar"
 
 # Damage: a truncated sidecar, a truncated database.
 head -c 60 "$WORK/raw/data.mdb.dlfs" >"$WORK/short" && mv "$WORK/short" "$WORK/raw/data.mdb.dlfs"
-expect_fail "verify of a truncated sidecar" "data.mdb.dlfs: truncated" "$C" lmdb verify "$WORK/raw"
+expect_fail "verify of a truncated sidecar" 1 "data.mdb.dlfs: truncated" "$C" lmdb verify "$WORK/raw"
 "$C" lmdb show "$WORK/raw" | grep -q "NOT usable: .*truncated" || fail "show should explain the truncated sidecar"
 cp -r "$WORK/datum" "$WORK/broken"
 truncate -s 4096 "$WORK/broken/data.mdb"
-expect_fail "show of a truncated database" "broken/data.mdb" "$C" lmdb show "$WORK/broken"
+expect_fail "show of a truncated database" 1 "broken/data.mdb" "$C" lmdb show "$WORK/broken"
+expect_fail "sidecar of a directory without a database" 1 "data.mdb" "$C" lmdb sidecar "$WORK/imgs"
 
 # Bad arguments.
-expect_fail "ingest without a source" "SRC|required" "$C" lmdb ingest
-expect_fail "ingest of a missing source" "not exist|No such" "$C" lmdb ingest "$WORK/nope" "$WORK/x"
-expect_fail "record size that does not divide" "3000-byte records" \
+expect_fail "ingest without a source" 2 "SRC|required" "$C" lmdb ingest
+expect_fail "ingest of a missing source" 2 "not exist|No such" "$C" lmdb ingest "$WORK/nope" "$WORK/x"
+expect_fail "record size that does not divide" 2 "3000-byte records" \
   "$C" lmdb ingest "$WORK/cifar" "$WORK/bad" --format fixed --record-size 3000
-expect_fail "shape that does not fit" "--shape 3,32,33" \
+expect_fail "fixed without a record size" 2 "needs --record-size" \
+  "$C" lmdb ingest "$WORK/cifar" "$WORK/bad" --format fixed
+expect_fail "shape that does not fit" 2 "--shape 3,32,33" \
   "$C" lmdb ingest "$WORK/cifar" "$WORK/bad" --format fixed --record-size 3073 --value datum --shape 3,32,33
-expect_fail "ingest over an existing database" "exists.*--force" "$C" lmdb ingest "$WORK/imgs" "$WORK/datum"
+expect_fail "shape of a files dataset" 2 "--shape apply to --format fixed --value datum" \
+  "$C" lmdb ingest "$WORK/imgs" "$WORK/bad" --shape 3,32,32
+expect_fail "unknown value style" 2 "value" "$C" lmdb ingest "$WORK/imgs" "$WORK/bad" --value jpeg
+expect_fail "DEST inside SRC" 2 "inside SRC" "$C" lmdb ingest "$WORK/imgs" "$WORK/imgs/db"
+expect_fail "ingest over an existing database" 2 "exists.*--force" "$C" lmdb ingest "$WORK/imgs" "$WORK/datum"
+[ ! -e "$WORK/bad/data.mdb" ] || fail "a refused ingest should not leave a database"
 log "ok"

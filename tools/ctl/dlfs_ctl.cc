@@ -77,7 +77,8 @@ int main(int argc, char** argv) {
   for (auto* sub : {status, stats, verify, plan, report, unmount}) sub->fallthrough();
   int lmdb_exit = kOk;
   dlfs::ctl::add_lmdb_commands(app, lmdb_exit);
-  CLI11_PARSE(app, argc, argv);
+  // CLI11_PARSE would exit 105..109 on bad arguments; the documented usage code is 2.
+  try { app.parse(argc, argv); } catch (const CLI::ParseError& e) { return app.exit(e) == 0 ? kOk : kUsage; }
   if (app.got_subcommand("lmdb")) return lmdb_exit;
 
   auto path = find_socket(socket, mount);

@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -33,6 +35,54 @@ struct EnvCloser {
   void operator()(MDB_env* e) const { mdb_env_close(e); }
 };
 
+// The open write transaction, aborted on any early return: liblmdb requires
+// every transaction to be gone before mdb_env_close.
+struct Txn {
+  MDB_txn* txn = nullptr;
+  ~Txn() {
+    if (txn) mdb_txn_abort(txn);
+  }
+};
+
+// liblmdb's default key order (mdb_cmp_memn): bytewise, a prefix first.
+bool key_less(const std::string& a, const std::string& b) {
+  const int c = std::memcmp(a.data(), b.data(), std::min(a.size(), b.size()));
+  return c < 0 || (c == 0 && a.size() < b.size());
+}
+
+// Progress on stderr for runs long enough to need it: nothing in the first
+// second, then a line at every 5% step or after 2 s without one.
+class Progress {
+ public:
+  Progress(bool enabled, uint64_t total) : enabled_(enabled), total_(total) {}
+  void update(uint64_t done, uint64_t bytes) {
+    if (!enabled_) return;
+    const uint64_t step = done * 20 / total_;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - t0_ < std::chrono::seconds(1)) return;
+    if (step == step_ && now - last_ < std::chrono::seconds(2) && done != total_) return;
+    step_ = step;
+    last_ = now;
+    const double s = std::chrono::duration<double>(now - t0_).count();
+    std::fprintf(stderr, "ingest: %llu/%llu records (%.0f%%), %.1f MB, %.0f records/s, %.1f MB/s\n",
+                 static_cast<unsigned long long>(done), static_cast<unsigned long long>(total_),
+                 100.0 * static_cast<double>(done) / static_cast<double>(total_), static_cast<double>(bytes) / 1e6,
+                 static_cast<double>(done) / s, static_cast<double>(bytes) / 1e6 / s);
+  }
+
+  // A phase after the puts (the sync, the sidecar), for runs that print.
+  void note(const char* what) {
+    if (enabled_ && std::chrono::steady_clock::now() - t0_ >= std::chrono::seconds(1))
+      std::fprintf(stderr, "ingest: %s\n", what);
+  }
+
+ private:
+  bool enabled_;
+  uint64_t total_;
+  uint64_t step_ = 0;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now(), last_ = t0_;
+};
+
 // Class labels for `files` datasets: the index of a file's top-level
 // directory among the root's sorted subdirectories (ImageNet's class folders);
 // 0 for files at the root.
@@ -52,6 +102,7 @@ Status check_options(const IngestOptions& o) {
   if (o.format.format == provenance::DatasetFormat::lmdb)
     return Status(EINVAL, "--format lmdb: the source must be a files or fixed dataset");
   if (o.label_bytes > 4) return Status(EINVAL, "--label-bytes " + std::to_string(o.label_bytes) + ": at most 4");
+  if (o.shape[0] && !(o.shape[1] && o.shape[2])) return Status(EINVAL, "--shape: C, H and W must all be positive");
   if (o.values == ValueStyle::datum && o.format.format == provenance::DatasetFormat::fixed) {
     if (o.label_bytes >= o.format.record_size)
       return Status(EINVAL, "--label-bytes " + std::to_string(o.label_bytes) + " leaves no data in " +
@@ -79,9 +130,19 @@ Result<IngestSummary> ingest(const IngestOptions& o) {
 
   const std::string data_path = o.dest + "/data.mdb";
   std::error_code ec;
+  // A DEST inside SRC would be scanned as samples by the next run (--force).
+  std::error_code ec_dest, ec_src;
+  const auto dest_c = stdfs::weakly_canonical(o.dest, ec_dest), src_c = stdfs::weakly_canonical(o.src, ec_src);
+  const auto rel = dest_c.lexically_relative(src_c);
+  if (!ec_dest && !ec_src && !rel.empty() && *rel.begin() != "..")
+    return Status(EINVAL, "DEST " + o.dest + " is inside SRC " + o.src + " (its files would become samples)");
   if (stdfs::exists(data_path, ec)) {
     if (!o.force) return Status(EEXIST, data_path + " exists (use --force to replace the database)");
-    for (const char* f : {"data.mdb", "lock.mdb", "data.mdb.dlfs"}) stdfs::remove(o.dest + "/" + f, ec);
+    // A data.mdb left in place would be opened and added to, not replaced.
+    for (const char* f : {"data.mdb", "lock.mdb", "data.mdb.dlfs"}) {
+      stdfs::remove(o.dest + "/" + f, ec);
+      if (ec) return Status(ec.value(), "removing " + o.dest + "/" + f + " (--force): " + ec.message());
+    }
   }
   stdfs::create_directories(o.dest, ec);
   if (ec) return Status(ec.value(), "creating " + o.dest + ": " + ec.message());
@@ -90,8 +151,12 @@ Result<IngestSummary> ingest(const IngestOptions& o) {
   int rc = mdb_env_create(&raw);
   if (rc) return mdb_status(rc, "mdb_env_create");
   std::unique_ptr<MDB_env, EnvCloser> env(raw);
-  // The map size is address space, not disk: LMDB grows the file as it writes.
-  if ((rc = mdb_env_set_mapsize(env.get(), size_t{1} << 40))) return mdb_status(rc, "mdb_env_set_mapsize");
+  // The map size is address space, not disk: LMDB grows the file as it
+  // writes. 1 TiB, or twice the values plus 1 GiB for larger datasets
+  // (page headers, leaves, copy-on-write pages).
+  const uint64_t estimate = m.total_bytes() + n * (kMaxKeySize + 64);
+  const uint64_t map_size = std::max<uint64_t>(uint64_t{1} << 40, 2 * estimate + (uint64_t{1} << 30));
+  if ((rc = mdb_env_set_mapsize(env.get(), map_size))) return mdb_status(rc, "mdb_env_set_mapsize");
   // MDB_NOSYNC: one sync at the end instead of one per commit (Caffe's
   // writers are as lax); lock.mdb is created next to data.mdb, as they do.
   if ((rc = mdb_env_open(env.get(), o.dest.c_str(), MDB_NOSYNC, 0644)))
@@ -109,32 +174,42 @@ Result<IngestSummary> ingest(const IngestOptions& o) {
   prov.key_sizes.reserve(o.keys == KeyStyle::index ? 1 : n);
   prov.value_sizes.reserve(n);
 
-  const int width = std::max<int>(8, static_cast<int>(std::to_string(n - 1).size()));
+  // Caffe's "%08d" widened for more than 10^8 records, so that keys stay in
+  // index order (the provenance says "put in key order": checked below).
+  const size_t width = std::max<size_t>(8, std::to_string(n).size());
   std::vector<int32_t> labels;
   if (o.values == ValueStyle::datum && o.format.format == provenance::DatasetFormat::files) labels = top_level_labels(m);
 
   IngestSummary sum;
-  MDB_txn* txn = nullptr;
+  // Errors after this point leave a partial database behind: say so.
+  auto partial = [&](const Status& st) {
+    return Status(st.err(), st.message() + " (" + data_path + " is incomplete; rerun with --force)");
+  };
+  Txn txn;
   MDB_dbi dbi = 0;
   uint64_t in_txn = 0;
   UniqueFd fd;
   uint32_t open_file = UINT32_MAX;
   std::vector<std::byte> buf;
-  std::string value, key;
-  auto last = std::chrono::steady_clock::now();
+  std::string value, key, prev_key;
+  Progress progress(o.progress, n);
   for (uint64_t i = 0; i < n; ++i) {
     const provenance::SampleLocation s = m.sample(i);
+    const std::string path = o.src + "/" + m.file_path(s.file);
+    // LMDB node sizes are 32-bit; the Datum header needs a few bytes more.
+    if (s.length > UINT32_MAX - 64)
+      return partial(Status(EFBIG, path + ": sample " + std::to_string(i) + " has " + std::to_string(s.length) +
+                                       " bytes; an LMDB value holds less than 4 GiB"));
     if (s.file != open_file) {
-      const std::string path = o.src + "/" + m.file_path(s.file);
       fd = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-      if (!fd.valid()) return Status::from_errno(errno, path);
+      if (!fd.valid()) return partial(Status::from_errno(errno, path));
       open_file = s.file;
     }
     buf.resize(s.length);
     ssize_t got = ::pread(fd.get(), buf.data(), s.length, static_cast<off_t>(s.offset));
     if (got != static_cast<ssize_t>(s.length))
-      return Status(got < 0 ? errno : EIO, o.src + "/" + m.file_path(s.file) + ": short read of sample " +
-                                               std::to_string(i) + " (did the file change?)");
+      return partial(Status(got < 0 ? errno : EIO,
+                            path + ": short read of sample " + std::to_string(i) + " (did the file change?)"));
     std::span<const std::byte> bytes(buf);
     if (o.values == ValueStyle::datum) {
       DatumFields f;
@@ -154,46 +229,42 @@ Result<IngestSummary> ingest(const IngestOptions& o) {
     } else {
       value.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     }
-    char idx[32];
-    std::snprintf(idx, sizeof idx, "%0*llu", width, static_cast<unsigned long long>(i));
-    key = idx;
+    key = std::to_string(i);
+    if (key.size() < width) key.insert(0, width - key.size(), '0');
     if (o.keys == KeyStyle::index_name) key += "_" + m.file_path(s.file);
     if (key.size() > kMaxKeySize)
-      return Status(ENAMETOOLONG, "key for " + m.sample_name(i) + " is " + std::to_string(key.size()) +
-                                      " bytes; LMDB keys are at most 511 (use --keys index)");
+      return partial(Status(ENAMETOOLONG, "key for " + m.sample_name(i) + " is " + std::to_string(key.size()) +
+                                              " bytes; LMDB keys are at most 511 (use --keys index)"));
+    // The provenance records no key_rank: that is only true if every key
+    // sorts after the previous one (and MDB_APPEND would refuse otherwise).
+    if (i > 0 && !key_less(prev_key, key))
+      return partial(Status(EIO, "key '" + key + "' of record " + std::to_string(i) +
+                                        " does not sort after the previous key '" + prev_key + "'"));
+    prev_key = key;
 
-    if (!txn) {
-      if ((rc = mdb_txn_begin(env.get(), nullptr, 0, &txn))) return mdb_status(rc, "mdb_txn_begin");
-      if ((rc = mdb_dbi_open(txn, nullptr, 0, &dbi))) {
-        mdb_txn_abort(txn);
-        return mdb_status(rc, "opening the main database");
-      }
+    if (!txn.txn) {
+      if ((rc = mdb_txn_begin(env.get(), nullptr, 0, &txn.txn))) return partial(mdb_status(rc, "mdb_txn_begin"));
+      if ((rc = mdb_dbi_open(txn.txn, nullptr, 0, &dbi))) return partial(mdb_status(rc, "opening the main database"));
     }
     MDB_val k{key.size(), key.data()}, v{value.size(), value.data()};
-    if ((rc = mdb_put(txn, dbi, &k, &v, o.append ? MDB_APPEND : 0))) {
-      mdb_txn_abort(txn);
-      return mdb_status(rc, "putting record " + std::to_string(i) + " (" + m.sample_name(i) + ")");
-    }
-    if (o.keys == KeyStyle::index_name || prov.key_sizes.empty()) prov.key_sizes.push_back(static_cast<uint32_t>(key.size()));
+    if ((rc = mdb_put(txn.txn, dbi, &k, &v, o.append ? MDB_APPEND : 0)))
+      return partial(mdb_status(rc, "putting record " + std::to_string(i) + " (" + m.sample_name(i) + ")"));
+    if (o.keys == KeyStyle::index_name || prov.key_sizes.empty())
+      prov.key_sizes.push_back(static_cast<uint32_t>(key.size()));
     prov.value_sizes.push_back(static_cast<uint32_t>(value.size()));
     sum.value_bytes += value.size();
     if (++in_txn == o.commit_every || i + 1 == n) {
-      if ((rc = mdb_txn_commit(txn))) return mdb_status(rc, "committing records up to " + std::to_string(i));
-      txn = nullptr;
+      rc = mdb_txn_commit(txn.txn);
+      txn.txn = nullptr;  // freed by liblmdb whether or not the commit worked
+      if (rc) return partial(mdb_status(rc, "committing records up to " + std::to_string(i)));
       prov.txn_records.push_back(in_txn);
       in_txn = 0;
       ++sum.commits;
     }
-    auto now = std::chrono::steady_clock::now();
-    if (o.progress && (now - last > std::chrono::seconds(2) || i + 1 == n)) {
-      last = now;
-      const double s = std::chrono::duration<double>(now - t0).count();
-      std::fprintf(stderr, "ingest: %llu/%llu records (%.1f%%), %.1f MB, %.1f MB/s\n",
-                   static_cast<unsigned long long>(i + 1), static_cast<unsigned long long>(n), 100.0 * (i + 1) / n,
-                   sum.value_bytes / 1e6, s > 0 ? sum.value_bytes / 1e6 / s : 0.0);
-    }
+    progress.update(i + 1, sum.value_bytes);
   }
-  if ((rc = mdb_env_sync(env.get(), 1))) return mdb_status(rc, "syncing " + data_path);
+  progress.note("syncing data.mdb");
+  if ((rc = mdb_env_sync(env.get(), 1))) return partial(mdb_status(rc, "syncing " + data_path));
   env.reset();
   sum.records = n;
 
@@ -201,6 +272,7 @@ Result<IngestSummary> ingest(const IngestOptions& o) {
   req.dir = o.dest;
   req.known = lm::canonical(std::move(prov));
   req.force = true;
+  progress.note("checking the provenance against a walk of the tree and writing the sidecar");
   auto made = make_sidecar(req);
   if (!made) return made.status().with_context("writing the sidecar");
   sum.sidecar = *made;

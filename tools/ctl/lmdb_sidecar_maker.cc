@@ -42,6 +42,19 @@ uint32_t running_lmdb_version() {
   return lm::kVersionFull(static_cast<uint32_t>(maj), static_cast<uint32_t>(min), static_cast<uint32_t>(patch));
 }
 
+// For the report: which build the stored provenance describes.
+std::string describe_build(const lm::Provenance& p) {
+  std::string s = p.key_rank.empty() ? "keys put in order" : "keys put out of order";
+  if (p.txn_records.size() == 1)
+    s += p.txn_records[0] >= p.records ? ", one transaction"
+         : p.txn_records[0] == 1       ? ", a commit after every record"
+                                       : ", a commit every " + std::to_string(p.txn_records[0]) + " records";
+  else
+    s += ", " + std::to_string(p.txn_records.size()) + " transactions of varying size";
+  if (p.append) s += ", MDB_APPEND";
+  return s;
+}
+
 bool reproduces(const lm::Provenance& p, const lm::MetaKey& key, const lm::Locations& walked) {
   auto r = lm::replay(p);
   return r && r->meta == key && r->locations == walked;
@@ -62,6 +75,7 @@ Result<SidecarMade> make_sidecar(const SidecarRequest& req) {
   auto walked = lm::walk_locations(req.dir, &key_sizes);
   if (!walked) return walked.status();
   made.records = walked->size();
+  made.walk_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   std::optional<lm::Provenance> exact;
   if (req.known) {
@@ -96,6 +110,7 @@ Result<SidecarMade> make_sidecar(const SidecarRequest& req) {
   lm::Sidecar s = lm::choose_smaller(*key, canon, exact.has_value(), *walked);
   DLFS_RETURN_IF_ERROR(lm::write_sidecar_file(made.path, s));
   made.provenance_form = s.provenance.has_value();
+  if (made.provenance_form) made.build = describe_build(*s.provenance);
   if (::stat(made.path.c_str(), &st) == 0) made.bytes = static_cast<uint64_t>(st.st_size);
   made.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return made;

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "provenance/lmdb_types.h"
@@ -19,6 +20,8 @@ struct SidecarMade {
   uint64_t bytes = 0;            // the sidecar file's size
   uint64_t records = 0;
   int candidates_tried = 0;      // provenance replays compared with the walk
+  std::string build;             // the exact provenance found, e.g. "keys in order, a commit every 7 records"
+  double walk_seconds = 0;       // the cursor pass
   double seconds = 0;            // the whole job
 };
 
