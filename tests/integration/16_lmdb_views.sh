@@ -6,7 +6,8 @@
 # dlfs-ctl is used; a stale one (one more commit) is refused and the daemon
 # walks the tree instead; a sidecar that misplaces one overflow value past
 # the open-time spot checks is caught by the read-time page-header check and
-# corrected, with every byte still right.
+# corrected, with every byte still right; striped over two daemons (UCX shared
+# memory), both serve every view with the other stripe from the peer.
 source "$(dirname "$0")/lib.sh"
 require_fuse
 "$PYTHON" -c 'import lmdb' 2>/dev/null || skip "python3-lmdb is not installed (tools/install-deps.sh installs it)"
@@ -120,4 +121,30 @@ grep -q "value offsets corrected" "$WORK/d4.log" || fail "the correction is not 
 "$DLFS_CTL" --socket "$(ctl_socket "$WORK/mnt")" status | grep -q "corrected from the tree 1x" ||
   fail "dlfs-ctl status should report the correction"
 stop_daemon "$DAEMON_PID" "$WORK/mnt"
+
+# 5. The mixed-size database striped over two daemons on this host (UCX over
+#    shared memory): both serve every view right, the other stripe from the
+#    peer's memory, nothing from the backend.
+PB=$((20000 + RANDOM % 20000))
+PEERS="127.0.0.1:$PB,127.0.0.1:$((PB + 1))"
+(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$WORK/token")
+export UCX_TLS=posix,cma,sysv,tcp UCX_WARN_UNUSED_ENV_VARS=n
+for i in 0 1; do
+  start_daemon "$WORK/c$i" "$WORK/c$i.log" --backend "$WORK/mixed" --name m --format lmdb --seed 9 \
+    --extent-size 256K --peers "$PEERS" --rank "$i" --token-file "$WORK/token"
+done
+for _ in $(seq 1 300); do
+  [ "$(stat_field "$WORK/c0" 's["cluster"]["all_resident"]')" = True ] &&
+    [ "$(stat_field "$WORK/c1" 's["cluster"]["all_resident"]')" = True ] && break
+  sleep 0.1
+done
+for i in 0 1; do
+  "$PYTHON" "$CHECK" "$WORK/c$i" m "$WORK/mixed" --format lmdb --samples 1500 --epochs 0 --world-sizes 2 \
+    --threads 4 >/dev/null || fail "node $i: views of a striped LMDB dataset"
+  by=$(stat_field "$WORK/c$i" 's["datasets"][0]["bytes_by_source"]')
+  [ "$(stat_field "$WORK/c$i" 's["datasets"][0]["bytes_by_source"]["backend"]')" = 0 ] &&
+    [ "$(stat_field "$WORK/c$i" 's["datasets"][0]["bytes_by_source"]["remote"]')" -gt 0 ] ||
+    fail "node $i: a resident striped LMDB dataset should be read from memory, local and remote: $by"
+done
+log "striped over two daemons: views right on both, the other stripe from the peer"
 log "ok"
