@@ -99,6 +99,9 @@ struct Cluster::Peer {
   std::string last_error;
   NodeBytes bytes;
   bool ever_up = false;
+  // Times in a row its gets missed their deadline while it was up (reset by a
+  // batch of gets that all arrived): each doubles the wait before rejoining.
+  std::atomic<unsigned> stalls{0};
 };
 
 // The remote path of one dataset, installed in its Fetcher.
@@ -159,17 +162,39 @@ void Cluster::Remote::fetch_many(uint32_t owner, std::span<Piece> pieces) {
     posted[i] = true;
   }
   const auto deadline = std::chrono::steady_clock::now() + c_.options_.get_timeout;
-  std::string first_error;
-  size_t failed = 0;
+  std::string first_error, first_timeout;
+  size_t failed = 0, timed_out = 0;
   for (size_t i = 0; i < pieces.size(); ++i) {
     if (!posted[i]) continue;
     Status st = link->data_ep->finish_get(gets[i], pieces[i].dst, deadline);
     pieces[i].ok = st.is_ok();
     if (!st && failed++ == 0) first_error = st.message();
+    if (!st && st.err() == ETIMEDOUT && timed_out++ == 0) first_timeout = st.message();
   }
   if (failed > 0)
     spdlog::warn("cluster: {} of {} gets of '{}' from rank {} failed ({}); reading those from the backend", failed,
                  pieces.size(), name_, owner, first_error);
+  if (timed_out > 0) c_.data_path_stalled(p, link, first_timeout);
+  else if (failed == 0 && p.stalls.load(std::memory_order_relaxed) != 0) p.stalls.store(0);
+}
+
+// A get that misses its deadline means the data path to the peer is stuck,
+// whatever its heartbeats say: a SIGSTOPped daemon, an overloaded link, or a
+// shared-memory queue that a killed third daemon left half-written (UCX's
+// posix/sysv FIFOs never recover from that). Waiting out get_timeout on every
+// read would turn a fault into minutes of stalls; instead the peer is marked
+// down at once (its stripe comes from the backend at full speed), its
+// endpoints are closed, and it is rejoined on fresh ones after `reconnect`,
+// doubled for each stall in a row (at most 64x).
+void Cluster::data_path_stalled(Peer& p, const std::shared_ptr<Link>& link, const std::string& why) {
+  std::shared_ptr<Link> drop;  // released after p.mu: closing endpoints must not happen under it
+  std::lock_guard lk(p.mu);
+  if (p.link != link || p.state != PeerState::up) return;  // already handled by another reader
+  const unsigned stalls = std::min(p.stalls.fetch_add(1) + 1, 7u);
+  mark_down(p, "its gets missed their deadline (" + why + ")");
+  drop = std::move(p.retired);
+  p.retired = link;  // closed by the heartbeat thread
+  p.next_attempt = Clock::now() + options_.reconnect * (1u << (stalls - 1));
 }
 
 Result<std::unique_ptr<Cluster>> Cluster::create(ClusterOptions options, std::vector<ServedDataset> datasets,

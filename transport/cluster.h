@@ -11,10 +11,11 @@
 //
 // Heartbeats. Each node pings every peer it joined every `heartbeat`; the
 // pong carries the peer's residency and byte counters. A peer silent for
-// `down_after`, or whose endpoint broke, is marked down; reads of its stripe
-// go to the backend. The node keeps reconnecting; when the peer is back (a
-// restarted daemon has new memory and keys: a new welcome) and has reloaded
-// extents, gets resume from it.
+// `down_after`, whose endpoint broke, or whose gets miss their deadline
+// (`get_timeout`) is marked down; reads of its stripe go to the backend. The
+// node keeps reconnecting (on fresh endpoints; after stalled gets, backing
+// off); when the peer is back (a restarted daemon has new memory and keys: a
+// new welcome) and has reloaded extents, gets resume from it.
 //
 // Reads. fetch() (cache::RemoteFetch) gets bytes from the owner's memory
 // only when the owner is up and every extent the bytes lie in is resident
@@ -99,6 +100,7 @@ class Cluster {
   void heartbeat_loop();
   void tick(Peer& p, std::chrono::steady_clock::time_point now);
   void mark_down(Peer& p, const std::string& why);  // under p.mu
+  void data_path_stalled(Peer& p, const std::shared_ptr<Link>& link, const std::string& why);
   void finish_join(Peer& p, const std::shared_ptr<Link>& link);
   nlohmann::json local_residency() const;
   nlohmann::json welcome() const;

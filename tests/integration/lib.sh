@@ -28,6 +28,8 @@ MOUNTS=()
 
 cleanup() {
   local rc=$?
+  pkill -P "$WATCHDOG_PID" 2>/dev/null || true  # its sleep holds meson's output pipe open
+  kill "$WATCHDOG_PID" 2>/dev/null || true
   for pid in "${DAEMON_PIDS[@]:-}"; do
     [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null || true
   done
@@ -46,6 +48,19 @@ cleanup() {
 }
 CLEANUP_HOOKS=()  # commands run by cleanup after the daemons stopped (e.g. deleting namespaces)
 trap cleanup EXIT
+
+# A scenario stops itself before meson's timeout (600 s) would SIGKILL it:
+# a killed script cannot unmount, and its mount would outlive it. The
+# watchdog signals this shell, then ends the command it is waiting on (bash
+# runs a trap only once its foreground command returns).
+SCENARIO_TIMEOUT=${DLFS_SCENARIO_TIMEOUT:-540}
+trap 'echo "FAIL: $TEST_NAME still running after $SCENARIO_TIMEOUT s: stopped" >&2; exit 1' USR1
+(
+  sleep "$SCENARIO_TIMEOUT"
+  kill -USR1 $$
+  for child in $(pgrep -P $$); do [ "$child" = "$BASHPID" ] || kill -TERM "$child"; done
+) >/dev/null 2>&1 &
+WATCHDOG_PID=$!
 
 # start_daemon MNT LOG [dlfsd args...]: starts dlfsd in the background with its
 # own control socket, waits until MNT/.dlfs/stats exists. Sets DAEMON_PID.
