@@ -148,7 +148,8 @@ TEST(Fabric, OneSidedGetsReadRegisteredMemoryExactly) {
   ASSERT_TRUE(ep->get(**key, (*reg)->address(), last, 5s));
   std::this_thread::sleep_for(200ms);
   key->reset();
-  // The run's transport is the one the gets used (meson sets DLFS_EXPECT_TL).
+  // The endpoint was wired with the transport set under test: it has a lane on
+  // DLFS_EXPECT_TL (set by meson), so the suite did not silently run over another.
   if (const char* tl = std::getenv("DLFS_EXPECT_TL")) {
     std::string info = ep->describe();
     EXPECT_NE(info.find(tl), std::string::npos) << "expected " << tl << " in:\n" << info;
