@@ -196,6 +196,16 @@ class TempDir {
 
 // Compares the replay with the walk for every record; on a mismatch says how
 // many records differ and shows the first few.
+// A new environment in DIR (created), opened for writing without fsync.
+// MAPSIZE 0 keeps liblmdb's default; MAXDBS > 0 allows named databases.
+void open_env(const std::string& dir, MDB_env** env, size_t mapsize = 0, unsigned maxdbs = 0) {
+  stdfs::create_directories(dir);
+  LMDB_OK(mdb_env_create(env));
+  if (mapsize) LMDB_OK(mdb_env_set_mapsize(*env, mapsize));
+  if (maxdbs) LMDB_OK(mdb_env_set_maxdbs(*env, maxdbs));
+  LMDB_OK(mdb_env_open(*env, dir.c_str(), MDB_NOSYNC, 0644));
+}
+
 void expect_replay_matches(const Built& b, double* replay_s = nullptr, double* walk_s = nullptr) {
   auto t0 = std::chrono::steady_clock::now();
   auto rep = replay(b.prov);
@@ -439,12 +449,9 @@ TEST(LmdbReplay, RefusesWhatItCannotModel) {
 TEST(LmdbReplay, ExplicitTransactionSizes) {
   TempDir tmp;
   const std::string dir = tmp.path() + "/db";
-  stdfs::create_directories(dir);
   const std::vector<uint64_t> txns = {1, 0, 500, 3, 0, 2000, 1, 496};
   MDB_env* env = nullptr;
-  LMDB_OK(mdb_env_create(&env));
-  LMDB_OK(mdb_env_set_mapsize(env, size_t{1} << 32));
-  LMDB_OK(mdb_env_open(env, dir.c_str(), MDB_NOSYNC, 0644));
+  ASSERT_NO_FATAL_FAILURE(open_env(dir, &env, size_t{1} << 32));
   std::vector<std::string> keys = make_keys(3001, KeyKind::be64, 3);
   std::vector<char> val(3072, 'v');
   uint64_t i = 0;
@@ -542,11 +549,8 @@ TEST(LmdbMeta, BadMagicAndVersion) {
 TEST(LmdbMeta, PicksTheNewerMetaPage) {
   TempDir tmp;
   const std::string dir = tmp.path() + "/db";
-  stdfs::create_directories(dir);
   MDB_env* env = nullptr;
-  LMDB_OK(mdb_env_create(&env));
-  LMDB_OK(mdb_env_set_mapsize(env, size_t{1} << 30));
-  LMDB_OK(mdb_env_open(env, dir.c_str(), MDB_NOSYNC, 0644));
+  ASSERT_NO_FATAL_FAILURE(open_env(dir, &env, size_t{1} << 30));
   auto put_batch = [&](uint64_t from, uint64_t count) {
     MDB_txn* txn = nullptr;
     ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
@@ -648,11 +652,9 @@ TEST(LmdbWalk, Errors) {
 
   // Dupsort main database.
   const std::string dup = tmp.path() + "/dup";
-  stdfs::create_directories(dup);
   {
     MDB_env* env = nullptr;
-    LMDB_OK(mdb_env_create(&env));
-    LMDB_OK(mdb_env_open(env, dup.c_str(), MDB_NOSYNC, 0644));
+    ASSERT_NO_FATAL_FAILURE(open_env(dup, &env));
     MDB_txn* txn = nullptr;
     LMDB_OK(mdb_txn_begin(env, nullptr, 0, &txn));
     MDB_dbi dbi;
@@ -671,12 +673,9 @@ TEST(LmdbWalk, Errors) {
 
   // Named sub-databases.
   const std::string named = tmp.path() + "/named";
-  stdfs::create_directories(named);
   {
     MDB_env* env = nullptr;
-    LMDB_OK(mdb_env_create(&env));
-    LMDB_OK(mdb_env_set_maxdbs(env, 4));
-    LMDB_OK(mdb_env_open(env, named.c_str(), MDB_NOSYNC, 0644));
+    ASSERT_NO_FATAL_FAILURE(open_env(named, &env, 0, 4));
     MDB_txn* txn = nullptr;
     LMDB_OK(mdb_txn_begin(env, nullptr, 0, &txn));
     MDB_dbi dbi;
@@ -696,10 +695,8 @@ TEST(LmdbWalk, Errors) {
 TEST(LmdbWalk, EmptyDatabase) {
   TempDir tmp;
   const std::string dir = tmp.path() + "/db";
-  stdfs::create_directories(dir);
   MDB_env* env = nullptr;
-  LMDB_OK(mdb_env_create(&env));
-  LMDB_OK(mdb_env_open(env, dir.c_str(), MDB_NOSYNC, 0644));
+  ASSERT_NO_FATAL_FAILURE(open_env(dir, &env));
   mdb_env_close(env);
   auto r = walk_locations(dir);
   ASSERT_TRUE(r.is_ok()) << r.status().message();
