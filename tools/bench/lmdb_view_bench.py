@@ -39,6 +39,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from run_bench import Daemons, drop_caches, dlfs_loaded, log  # noqa: E402
+from views_bench import read_stream  # noqa: E402
 
 MiB = 1 << 20
 
@@ -83,26 +84,6 @@ def python_lmdb_run(db, order):
     return time.perf_counter() - t0, n
 
 
-def stream(path):
-    fd = os.open(path, os.O_RDONLY)
-    t0 = time.perf_counter()
-    n = 0
-    try:
-        while True:
-            b = os.read(fd, MiB)
-            if not b:
-                break
-            n += len(b)
-        dt = time.perf_counter() - t0
-        # Give the kernel's cached copy of the view back: on this VM, page
-        # cache growing into untouched guest memory costs more than the read
-        # (warm runs slowed down run after run without this).
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-    return dt, n
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(HERE, "..", "..", "build"))
@@ -142,7 +123,7 @@ def main():
         for r in range(a.repeat):
             drop_caches()
             t0 = start()
-            dt, n = stream(view(100 + r) + ".tar")
+            read_stream(view(100 + r) + ".tar", give_back=True)
             cold_start.append(time.perf_counter() - t0)
             daemons.stop_all()
         results["dlfs view"]["cold start"] = cold_start
@@ -163,7 +144,10 @@ def main():
                         drop_caches()
                     elif who == "python3-lmdb":  # warm: the same reads once before, untimed
                         python_lmdb_run(db, order)
-                    dt, n = python_lmdb_run(db, order) if who == "python3-lmdb" else stream(view(e) + ".tar")
+                    if who == "python3-lmdb":
+                        dt, _ = python_lmdb_run(db, order)
+                    else:
+                        _, dt = read_stream(view(e) + ".tar", give_back=True)
                     runs.append(dt)
                 results[who][mode] = runs
         daemons.stop_all()
