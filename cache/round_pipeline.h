@@ -24,9 +24,13 @@
 #include <vector>
 
 #include "cache/backend_reader.h"
-#include "cache/round_plan.h"
+#include "plan/round_plan.h"
 
 namespace dlfs::cache {
+
+using plan::EpochOrder;
+using plan::PlanShape;
+using plan::Round;
 
 // One round's life, for the per-round timeline in stats (seconds since start).
 struct RoundEvent {

@@ -14,7 +14,7 @@
 
 namespace dlfs {
 
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;  // OK
   Status(int err, std::string message) : err_(err), message_(std::move(message)) {}
@@ -40,7 +40,7 @@ class Status {
 
 // A value or the Status that explains why there is none.
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}          // NOLINT: implicit by design
   // An OK Status carries no value: keep it an error so `if (!r) return r.status();` never returns OK.
@@ -72,3 +72,15 @@ class Result {
     ::dlfs::Status dlfs_status_ = (expr);            \
     if (!dlfs_status_.is_ok()) return dlfs_status_;  \
   } while (0)
+
+// Propagation of a Result<T>: evaluates `expr` once; on failure returns its
+// Status from the enclosing function, else moves the value into `lhs`, which
+// may be a declaration:
+//   DLFS_ASSIGN_OR_RETURN(auto manifest, Manifest::build(root, options));
+#define DLFS_CONCAT_INNER_(a, b) a##b
+#define DLFS_CONCAT_(a, b) DLFS_CONCAT_INNER_(a, b)
+#define DLFS_ASSIGN_OR_RETURN(lhs, expr) DLFS_ASSIGN_OR_RETURN_IMPL_(DLFS_CONCAT_(dlfs_result_, __LINE__), lhs, expr)
+#define DLFS_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                                \
+  if (!tmp.is_ok()) return tmp.status();            \
+  lhs = std::move(tmp).value()

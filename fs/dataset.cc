@@ -63,10 +63,16 @@ Result<std::unique_ptr<Dataset>> Dataset::open(const DatasetConfig& config, uint
   ds->fetcher_ = std::make_unique<cache::Fetcher>(*ds->backend_, stripes, placement.self);
   const uint64_t stripe_begin = stripes.begin(placement.self), stripe_end = stripes.end(placement.self);
 
-  auto planner = Planner::create(config, ds->manifest_, memory_budget, stripe_end - stripe_begin);
+  auto planner = plan::Planner::create(config.name, config.plan, ds->manifest_, memory_budget, stripe_end - stripe_begin);
   if (!planner) return planner.status();
   ds->planner_ = std::move(planner).value();
-  if (auto s = ds->planner_->start_rounds(*ds->backend_, daemon.loader_threads); !s) return s.with_context(what);
+  if (ds->planner_->rounds()) {
+    const plan::Planner* p = ds->planner_.get();
+    auto pipe = cache::RoundPipeline::create(
+        p->shape(), *ds->backend_, [p](uint64_t epoch) { return p->order(epoch); }, daemon.loader_threads);
+    if (!pipe) return pipe.status().with_context(what);
+    ds->pipeline_ = std::move(pipe).value();
+  }
 
   // Read-ahead rings hold whole samples; larger ones bypass them.
   uint64_t largest = 0;

@@ -16,9 +16,10 @@
 #include "cache/stripe_map.h"
 #include "cache/loader.h"
 #include "cache/read_ring.h"
+#include "cache/round_pipeline.h"
 #include "cache/storage_buffer.h"
 #include "fs/config.h"
-#include "fs/planner.h"
+#include "plan/planner.h"
 #include "fs/view_registry.h"
 #include "provenance/manifest.h"
 
@@ -77,7 +78,9 @@ class Dataset {
 
   ViewCounters& raw_counters() const { return raw_counters_; }
   ViewCounters& view_counters() const { return view_counters_; }
-  const Planner& planner() const { return *planner_; }
+  const plan::Planner& planner() const { return *planner_; }
+  // The round buffers when epochs run in rounds (R < 1), else null.
+  cache::RoundPipeline* round_pipeline() const { return pipeline_.get(); }
   cache::Prefetcher& prefetcher() const { return *prefetcher_; }
   size_t ring_slot_bytes() const { return ring_slot_bytes_; }  // largest sample, at most 1 MiB
   ViewRegistry& views() const { return views_; }
@@ -96,7 +99,8 @@ class Dataset {
   std::unique_ptr<cache::StorageBuffer> buffer_;
   std::unique_ptr<cache::Loader> loader_;
   std::unique_ptr<cache::ByteSource> source_;
-  std::unique_ptr<Planner> planner_;  // after backend_: its round buffers read through it
+  std::unique_ptr<plan::Planner> planner_;
+  std::unique_ptr<cache::RoundPipeline> pipeline_;  // after backend_ and planner_: reads through one, plans from the other
   std::unique_ptr<cache::Prefetcher> prefetcher_;  // after planner_: stops first
   size_t ring_slot_bytes_ = 4096;
   uint64_t fingerprint_ = 0;

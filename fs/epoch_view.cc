@@ -36,9 +36,9 @@ Result<std::shared_ptr<const EpochView>> EpochView::build(const Dataset& ds, Vie
     return Status(EINVAL, "rank " + std::to_string(key.rank) + " is not below world size " +
                               std::to_string(key.world_size));
   std::shared_ptr<EpochView> v(new EpochView(ds, key));
-  const Planner& p = ds.planner();
+  const plan::Planner& p = ds.planner();
   v->plan_ = p.key(key.epoch, key.world_size);
-  v->count_ = p.shape().samples == 0 ? 0 : cache::samples_per_rank(v->plan_);
+  v->count_ = p.shape().samples == 0 ? 0 : plan::samples_per_rank(v->plan_);
   v->order_ = p.order(key.epoch);
   v->member_begin_.resize(v->count_ + 1);
   uint64_t off = 0;
@@ -103,8 +103,8 @@ Status EpochView::check_lmdb_header(uint64_t k, bool placed, ReplyGather& out) c
   if (hb == 0) return Status::ok();
   const uint64_t at = m.sample_data_offset(s) - hb;
   std::byte header[16];
-  const Planner& p = ds_.planner();
-  cache::RoundPipeline* pipe = placed ? p.pipeline() : nullptr;
+  const plan::Planner& p = ds_.planner();
+  cache::RoundPipeline* pipe = placed ? ds_.round_pipeline() : nullptr;
   const cache::RoundPipeline::Pin* pin = nullptr;
   if (pipe) {
     const uint32_t round = order_->round_of(position(k));
@@ -132,8 +132,8 @@ Status EpochView::add_sample_bytes(uint64_t k, uint64_t from, uint64_t n, ReplyG
   const auto& m = ds_.manifest();
   const uint64_t s = sample_at(k);
   const uint64_t begin = m.sample_data_offset(s) + from;
-  const Planner& p = ds_.planner();
-  if (cache::RoundPipeline* pipe = placed ? p.pipeline() : nullptr) {
+  const plan::Planner& p = ds_.planner();
+  if (cache::RoundPipeline* pipe = placed ? ds_.round_pipeline() : nullptr) {
     const uint64_t g = position(k);
     const uint32_t round = order_->round_of(g);
     const cache::RoundPipeline::Pin* pin = out.pinned(key_.epoch, round);
@@ -170,8 +170,7 @@ Status EpochView::add_sample_bytes(uint64_t k, uint64_t from, uint64_t n, ReplyG
 bool EpochView::resident(uint64_t k) const {
   const auto& m = ds_.manifest();
   const uint64_t s = sample_at(k);
-  const Planner& p = ds_.planner();
-  if (cache::RoundPipeline* pipe = p.pipeline()) return pipe->is_ready(key_.epoch, order_->round_of(position(k)));
+  if (cache::RoundPipeline* pipe = ds_.round_pipeline()) return pipe->is_ready(key_.epoch, order_->round_of(position(k)));
   const auto& b = ds_.buffer();
   const uint64_t begin = m.sample_data_offset(s), len = m.sample(s).length;
   if (len == 0) return true;
@@ -298,7 +297,7 @@ Status EpochView::read_entry(uint64_t k, uint64_t offset, uint64_t size, ReplyGa
 }
 
 std::string EpochView::index_text() const {
-  const Planner& p = ds_.planner();
+  const plan::Planner& p = ds_.planner();
   std::string t = "# dlfs view dataset=" + ds_.name() + " epoch=" + std::to_string(key_.epoch) +
                   " world_size=" + std::to_string(key_.world_size) + " rank=" + std::to_string(key_.rank) +
                   " samples=" + std::to_string(count_) + " seed=" + std::to_string(p.seed()) +
@@ -330,7 +329,7 @@ const std::vector<std::string>& EpochView::xattr_names() {
 }
 
 std::string EpochView::xattr(const std::string& name) const {
-  const Planner& p = ds_.planner();
+  const plan::Planner& p = ds_.planner();
   if (name == "user.dlfs.seed") return std::to_string(p.seed());
   if (name == "user.dlfs.epoch") return std::to_string(key_.epoch);
   if (name == "user.dlfs.world_size") return std::to_string(key_.world_size);

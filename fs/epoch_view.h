@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "cache/epoch_plan.h"
+#include "plan/epoch_plan.h"
 #include "cache/read_ring.h"
-#include "cache/round_plan.h"
+#include "plan/round_plan.h"
 #include "common/status.h"
 #include "fs/reply_gather.h"
 
@@ -46,7 +46,7 @@ class EpochView : public std::enable_shared_from_this<EpochView> {
   const ViewKey& key() const { return key_; }
   const Dataset& dataset() const { return ds_; }
   uint64_t count() const { return count_; }                   // samples in this view
-  uint64_t position(uint64_t k) const { return cache::global_position(plan_, key_.rank, k); }
+  uint64_t position(uint64_t k) const { return plan::global_position(plan_, key_.rank, k); }
   uint64_t sample_at(uint64_t k) const { return order_->order[position(k)]; }
   uint64_t tar_size() const { return member_begin_.back() + 1024; }
   uint64_t bin_size() const;                                  // fixed format only
@@ -88,9 +88,9 @@ class EpochView : public std::enable_shared_from_this<EpochView> {
 
   const Dataset& ds_;
   ViewKey key_;
-  cache::PlanKey plan_;
+  plan::PlanKey plan_;
   uint64_t count_ = 0;
-  std::shared_ptr<const cache::EpochOrder> order_;
+  std::shared_ptr<const plan::EpochOrder> order_;
   std::vector<uint64_t> member_begin_;  // tar offset of each member's first header byte, plus the end
 };
 

@@ -1,11 +1,11 @@
 #include "fs/plan_report.h"
 
-#include "cache/shuffle_quality.h"
+#include "plan/shuffle_quality.h"
 
 namespace dlfs::fs {
 namespace {
 
-nlohmann::json quality_json(const cache::ShuffleQuality& q) {
+nlohmann::json quality_json(const plan::ShuffleQuality& q) {
   return {{"position_spread", q.position_spread},
           {"neighbours_adjacent", q.neighbours_adjacent},
           {"neighbours_within_1pct", q.neighbours_within_1pct},
@@ -16,7 +16,7 @@ nlohmann::json quality_json(const cache::ShuffleQuality& q) {
 }  // namespace
 
 nlohmann::json plan_summary_json(const Dataset& ds) {
-  const Planner& p = ds.planner();
+  const plan::Planner& p = ds.planner();
   return {{"seed", p.seed()},
           {"remainder", p.remainder_name()},
           {"order", p.order_name()},
@@ -37,7 +37,7 @@ Result<nlohmann::json> plan_json(const Dataset& ds, uint64_t epoch, uint32_t wor
   if (world_size == 0 || world_size > 65535) return Status(EINVAL, "world size must be from 1 to 65535");
   if (rank >= world_size)
     return Status(EINVAL, "rank " + std::to_string(rank) + " is not below world size " + std::to_string(world_size));
-  const Planner& p = ds.planner();
+  const plan::Planner& p = ds.planner();
   nlohmann::json j = plan_summary_json(ds);
   j["name"] = ds.name();
   j["samples"] = p.shape().samples;
@@ -45,35 +45,35 @@ Result<nlohmann::json> plan_json(const Dataset& ds, uint64_t epoch, uint32_t wor
   j["world_size"] = world_size;
   j["rank"] = rank;
   auto key = p.key(epoch, world_size);
-  const uint64_t per_rank = p.shape().samples ? cache::samples_per_rank(key) : 0;
+  const uint64_t per_rank = p.shape().samples ? plan::samples_per_rank(key) : 0;
   j["samples_per_rank"] = per_rank;
   auto order = p.order(epoch);
   j["rounds"] = order->rounds.size();
   nlohmann::json ids = nlohmann::json::array();
-  for (uint64_t k = 0; k < std::min(show, per_rank); ++k) ids.push_back(order->order[cache::global_position(key, rank, k)]);
+  for (uint64_t k = 0; k < std::min(show, per_rank); ++k) ids.push_back(order->order[plan::global_position(key, rank, k)]);
   j["first_samples"] = ids;
   return j;
 }
 
 nlohmann::json shuffle_report_json(const Dataset& ds, uint64_t epochs,
                                    const std::function<void(uint64_t, uint64_t)>& progress) {
-  const Planner& p = ds.planner();
+  const plan::Planner& p = ds.planner();
   const uint64_t n = p.shape().samples;
   uint64_t done = 0;
   const uint64_t total = 2 * epochs;
   auto step = [&] {
     if (progress) progress(++done, total);
   };
-  auto config = cache::measure_shuffle(n, epochs, [&](uint64_t e) {
+  auto config = plan::measure_shuffle(n, epochs, [&](uint64_t e) {
     step();
-    return cache::build_epoch_order(p.shape(), p.seed(), e)->order;
+    return plan::build_epoch_order(p.shape(), p.seed(), e)->order;
   });
-  auto full = cache::measure_shuffle(n, epochs, [&](uint64_t e) {
+  auto full = plan::measure_shuffle(n, epochs, [&](uint64_t e) {
     step();
-    return cache::epoch_permutation(p.seed(), e, n);
+    return plan::epoch_permutation(p.seed(), e, n);
   });
-  auto constant_order = cache::epoch_permutation(p.seed(), 0, n);
-  auto constant = cache::measure_shuffle(n, epochs, [&](uint64_t) { return constant_order; });
+  auto constant_order = plan::epoch_permutation(p.seed(), 0, n);
+  auto constant = plan::measure_shuffle(n, epochs, [&](uint64_t) { return constant_order; });
   return {{"name", ds.name()},
           {"samples", n},
           {"epochs", epochs},

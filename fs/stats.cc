@@ -84,7 +84,7 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed) {
                             {"bytes", vc.bytes.load(std::memory_order_relaxed)},
                             {"readahead_hits", vc.ring_hits.load(std::memory_order_relaxed)},
                             {"backend_reads", vc.backend_reads.load(std::memory_order_relaxed)}};
-    if (const cache::RoundPipeline* pipe = d.planner().pipeline()) {
+    if (const cache::RoundPipeline* pipe = d.round_pipeline()) {
       nlohmann::json timeline = nlohmann::json::array();
       for (const auto& e : pipe->timeline())
         timeline.push_back({{"epoch", e.epoch}, {"round", e.round}, {"bytes", e.bytes},

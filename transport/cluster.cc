@@ -319,7 +319,8 @@ void Cluster::on_message(Message& m) {
     }
     if (!why.empty()) {
       spdlog::warn("cluster: refused a {} from {} (claims rank {}): {}", t, m.from, from, why);
-      m.reply(encode({{"t", "refused"}, {"rank", self()}, {"why", why}, {"session", j.value("session", 0)}}));
+      Status sent = m.reply(encode({{"t", "refused"}, {"rank", self()}, {"why", why}, {"session", j.value("session", 0)}}));
+      if (!sent) spdlog::debug("cluster: refusal to {}: {}", m.from, sent.message());
       return;
     }
     json out = {{"t", t == "hello" ? "welcome" : "pong"}, {"rank", self()}, {"session", j.value("session", 0)},

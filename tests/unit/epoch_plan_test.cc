@@ -6,9 +6,9 @@
 
 #include <gtest/gtest.h>
 
-#include "cache/epoch_plan.h"
+#include "plan/epoch_plan.h"
 
-namespace dlfs::cache {
+namespace dlfs::plan {
 namespace {
 
 std::vector<uint64_t> all_ranks(const PlanKey& k) {
@@ -110,4 +110,4 @@ TEST(EpochPlan, BadParametersAreNamed) {
 }
 
 }  // namespace
-}  // namespace dlfs::cache
+}  // namespace dlfs::plan

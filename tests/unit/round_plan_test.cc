@@ -8,10 +8,10 @@
 
 #include <gtest/gtest.h>
 
-#include "cache/randomization.h"
-#include "cache/round_plan.h"
+#include "plan/randomization.h"
+#include "plan/round_plan.h"
 
-namespace dlfs::cache {
+namespace dlfs::plan {
 namespace {
 
 // Samples of varying size (1..7 units of 100 bytes) laid out back to back.
@@ -159,4 +159,4 @@ TEST(Randomization, GrowsWithMemoryAndFindsTheMemoryForATarget) {
 }
 
 }  // namespace
-}  // namespace dlfs::cache
+}  // namespace dlfs::plan

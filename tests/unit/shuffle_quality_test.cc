@@ -2,10 +2,10 @@
 // order apart, in the directions their definitions say.
 #include <gtest/gtest.h>
 
-#include "cache/round_plan.h"
-#include "cache/shuffle_quality.h"
+#include "plan/round_plan.h"
+#include "plan/shuffle_quality.h"
 
-namespace dlfs::cache {
+namespace dlfs::plan {
 namespace {
 
 constexpr uint64_t kN = 20000, kEpochs = 12;
@@ -42,4 +42,4 @@ TEST(ShuffleQuality, RoundsKeepNeighboursCloserThanAFullShuffle) {
 }
 
 }  // namespace
-}  // namespace dlfs::cache
+}  // namespace dlfs::plan

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-namespace dlfs::cache {
+namespace dlfs::plan {
 
 class SplitMix64 {
  public:
@@ -49,4 +49,4 @@ void shuffle_in_place(std::vector<T>& v, uint64_t stream) {
 // The stream of (seed, epoch): distinct epochs give unrelated orders.
 uint64_t mix(uint64_t seed, uint64_t epoch);
 
-}  // namespace dlfs::cache
+}  // namespace dlfs::plan

@@ -1,9 +1,9 @@
-#include "cache/randomization.h"
+#include "plan/randomization.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace dlfs::cache {
+namespace dlfs::plan {
 
 double randomization_level(const std::vector<Round>& rounds, uint64_t chunks) {
   uint64_t n = 0;
@@ -41,4 +41,4 @@ uint64_t round_bytes_for_level(const PlanShape& shape, uint64_t seed, double tar
   return hi;
 }
 
-}  // namespace dlfs::cache
+}  // namespace dlfs::plan

@@ -1,9 +1,9 @@
-#include "cache/shuffle_quality.h"
+#include "plan/shuffle_quality.h"
 
 #include <cmath>
 #include <cstdlib>
 
-namespace dlfs::cache {
+namespace dlfs::plan {
 namespace {
 
 // Spearman's rho of two rankings of n items given as positions (0..n-1, no ties).
@@ -63,4 +63,4 @@ ShuffleQuality measure_shuffle(uint64_t n, uint64_t epochs,
   return q;
 }
 
-}  // namespace dlfs::cache
+}  // namespace dlfs::plan

@@ -23,7 +23,7 @@
 
 #include "common/status.h"
 
-namespace dlfs::cache {
+namespace dlfs::plan {
 
 enum class Remainder { drop, pad };
 
@@ -52,4 +52,4 @@ inline uint64_t global_position(const PlanKey& key, uint32_t rank, uint64_t k) {
 // Rank r's samples in reading order. Errors name the bad parameter.
 Result<std::vector<uint64_t>> rank_order(const PlanKey& key, uint32_t rank);
 
-}  // namespace dlfs::cache
+}  // namespace dlfs::plan

@@ -1,11 +1,11 @@
-#include "cache/epoch_plan.h"
+#include "plan/epoch_plan.h"
 
 #include <numeric>
 #include <string>
 
-#include "cache/shuffle_rng.h"
+#include "plan/shuffle_rng.h"
 
-namespace dlfs::cache {
+namespace dlfs::plan {
 namespace {
 
 }  // namespace
@@ -48,4 +48,4 @@ Result<std::vector<uint64_t>> rank_order(const PlanKey& k, uint32_t rank) {
   return out;
 }
 
-}  // namespace dlfs::cache
+}  // namespace dlfs::plan

@@ -21,9 +21,9 @@
 #include <memory>
 #include <vector>
 
-#include "cache/epoch_plan.h"
+#include "plan/epoch_plan.h"
 
-namespace dlfs::cache {
+namespace dlfs::plan {
 
 // The fixed, per-dataset part of a plan.
 struct PlanShape {
@@ -101,4 +101,4 @@ std::shared_ptr<const EpochOrder> build_epoch_order(const PlanShape& shape, uint
 // Largest memory any round of any epoch may need: the double buffer's slot size.
 uint64_t round_slot_bytes(const PlanShape& shape);
 
-}  // namespace dlfs::cache
+}  // namespace dlfs::plan

@@ -22,9 +22,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "cache/round_plan.h"
+#include "plan/round_plan.h"
 
-namespace dlfs::cache {
+namespace dlfs::plan {
 
 // RL of an epoch's rounds over `chunks` chunks and N samples (sum of the
 // rounds' samples). 1.0 for one round or N <= 1.
@@ -34,4 +34,4 @@ double randomization_level(const std::vector<Round>& rounds, uint64_t chunks);
 // bisection over [chunk, total]; total_bytes if only one round will do.
 uint64_t round_bytes_for_level(const PlanShape& shape, uint64_t seed, double target);
 
-}  // namespace dlfs::cache
+}  // namespace dlfs::plan

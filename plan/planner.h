@@ -4,7 +4,9 @@
 // buffer holds it) or in rounds (R < 1: two round buffers, the raw tree read
 // through from the backend), computes the randomization level, refuses a
 // configuration below min_randomization with the memory that would reach it,
-// and hands out epoch orders (built on demand, the last few kept).
+// and hands out epoch orders (built on demand, the last few kept). Pure plan
+// math: the round buffers themselves are cache::RoundPipeline, which the
+// dataset builds from this plan's shape.
 #pragma once
 
 #include <cstdint>
@@ -13,59 +15,55 @@
 #include <mutex>
 #include <string>
 
-#include "cache/backend_reader.h"
-#include "cache/epoch_plan.h"
-#include "cache/round_pipeline.h"
-#include "cache/round_plan.h"
-#include "fs/config.h"
+#include "plan/epoch_plan.h"
+#include "plan/round_plan.h"
+#include "plan/plan_config.h"
 #include "provenance/manifest.h"
 
-namespace dlfs::fs {
+namespace dlfs::plan {
 
 class Planner {
  public:
   // memory_budget: bytes this dataset may use on this node. held_bytes: the
   // bytes this node must hold (its stripe; the whole dataset on a cluster of
   // one): rounds are used only when they do not fit. Errors name the dataset.
-  static Result<std::unique_ptr<Planner>> create(const DatasetConfig& config, const provenance::Manifest& manifest,
-                                                 uint64_t memory_budget, uint64_t held_bytes);
-  // Starts the round buffers (rounds only); the backend must outlive this.
-  Status start_rounds(const cache::BackendReader& backend, unsigned threads);
+  // `name` names the dataset in errors and logs.
+  static Result<std::unique_ptr<Planner>> create(const std::string& name, const PlanConfig& config,
+                                                 const provenance::Manifest& manifest, uint64_t memory_budget,
+                                                 uint64_t held_bytes);
 
   uint64_t seed() const { return seed_; }
-  cache::Remainder remainder() const { return remainder_; }
+  Remainder remainder() const { return remainder_; }
   bool opportunistic() const { return config_.order == "opportunistic"; }
   const char* order_name() const { return opportunistic() ? "opportunistic" : "ordered"; }
-  const char* remainder_name() const { return remainder_ == cache::Remainder::pad ? "pad" : "drop"; }
-  const cache::PlanShape& shape() const { return shape_; }
+  const char* remainder_name() const { return remainder_ == Remainder::pad ? "pad" : "drop"; }
+  const PlanShape& shape() const { return shape_; }
   bool rounds() const { return !shape_.single_round(); }
   double ratio() const { return shape_.ratio(); }
   double randomization_level() const { return rl_; }
   uint64_t rounds_per_epoch() const { return rounds_per_epoch_; }
   // Bytes the storage buffer may use (0 in round mode: memory goes to rounds).
   uint64_t storage_budget() const { return storage_budget_; }
-  uint64_t round_memory() const { return rounds() ? 2 * cache::round_slot_bytes(shape_) : 0; }
+  uint64_t round_memory() const { return rounds() ? 2 * round_slot_bytes(shape_) : 0; }
   const PlanConfig& config() const { return config_; }
 
-  cache::PlanKey key(uint64_t epoch, uint32_t world_size) const {
-    return cache::PlanKey{seed_, epoch, shape_.samples, world_size, remainder_};
+  PlanKey key(uint64_t epoch, uint32_t world_size) const {
+    return PlanKey{seed_, epoch, shape_.samples, world_size, remainder_};
   }
-  std::shared_ptr<const cache::EpochOrder> order(uint64_t epoch) const;
-  cache::RoundPipeline* pipeline() const { return pipeline_.get(); }
+  std::shared_ptr<const EpochOrder> order(uint64_t epoch) const;
 
  private:
   Planner() = default;
   PlanConfig config_;
   uint64_t seed_ = 0;
-  cache::Remainder remainder_ = cache::Remainder::pad;
-  cache::PlanShape shape_;
+  Remainder remainder_ = Remainder::pad;
+  PlanShape shape_;
   double rl_ = 1;
   uint64_t rounds_per_epoch_ = 1;
   uint64_t storage_budget_ = 0;
-  std::unique_ptr<cache::RoundPipeline> pipeline_;
   mutable std::mutex mu_;  // guards cache_
-  mutable std::list<std::shared_ptr<const cache::EpochOrder>> cache_;  // most recent first
+  mutable std::list<std::shared_ptr<const EpochOrder>> cache_;  // most recent first
   static constexpr size_t kCachedEpochs = 4;
 };
 
-}  // namespace dlfs::fs
+}  // namespace dlfs::plan

@@ -1,10 +1,10 @@
-#include "cache/round_plan.h"
+#include "plan/round_plan.h"
 
 #include <algorithm>
 
-#include "cache/shuffle_rng.h"
+#include "plan/shuffle_rng.h"
 
-namespace dlfs::cache {
+namespace dlfs::plan {
 namespace {
 
 // Separate streams for the chunk shuffle and each round's sample shuffle, so
@@ -89,4 +89,4 @@ uint64_t round_slot_bytes(const PlanShape& shape) {
   return std::max(shape.round_bytes, biggest_chunk);
 }
 
-}  // namespace dlfs::cache
+}  // namespace dlfs::plan

@@ -1,14 +1,14 @@
-#include "fs/planner.h"
+#include "plan/planner.h"
 
 #include <cmath>
 #include <cstdio>
 
 #include <spdlog/spdlog.h>
 
-#include "cache/randomization.h"
+#include "plan/randomization.h"
 #include "common/units.h"
 
-namespace dlfs::fs {
+namespace dlfs::plan {
 namespace {
 
 std::string percent(double v) {
@@ -19,49 +19,50 @@ std::string percent(double v) {
 
 }  // namespace
 
-Result<std::unique_ptr<Planner>> Planner::create(const DatasetConfig& config, const provenance::Manifest& m,
-                                                 uint64_t memory_budget, uint64_t held_bytes) {
-  const std::string what = "dataset '" + config.name + "'";
+Result<std::unique_ptr<Planner>> Planner::create(const std::string& name, const PlanConfig& plan,
+                                                 const provenance::Manifest& m, uint64_t memory_budget,
+                                                 uint64_t held_bytes) {
+  const std::string what = "dataset '" + name + "'";
   std::unique_ptr<Planner> p(new Planner());
-  p->config_ = config.plan;
-  p->seed_ = config.plan.seed;
-  auto rem = cache::parse_remainder(config.plan.remainder);
+  p->config_ = plan;
+  p->seed_ = plan.seed;
+  auto rem = parse_remainder(plan.remainder);
   if (!rem) return rem.status().with_context(what);
   p->remainder_ = *rem;
-  p->shape_ = cache::make_plan_shape(
-      m.sample_count(), config.plan.round_chunk, 0,
+  p->shape_ = make_plan_shape(
+      m.sample_count(), plan.round_chunk, 0,
       // An LMDB overflow value's chunk also holds the page header in front of
       // it, which every read of the value checks.
       [&](uint64_t i) { return m.sample_data_offset(i) - m.sample_header_bytes(i); },
       [&](uint64_t i) { return m.sample(i).length + m.sample_header_bytes(i); });
   const uint64_t total = p->shape_.total_bytes;
-  const double r = config.plan.shuffle_ratio;
+  const double r = plan.shuffle_ratio;
   if (r > 0 && r < 1) {
     p->shape_.round_bytes = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(r * static_cast<double>(total))));
-    const uint64_t need = 2 * cache::round_slot_bytes(p->shape_);
+    const uint64_t need = 2 * round_slot_bytes(p->shape_);
     if (need > memory_budget)
       return Status(ENOMEM, what + ": shuffle_ratio " + std::to_string(r) + " needs " + format_size(need) +
                                 " (two round buffers of " + format_size(need / 2) + ") but its memory budget is " +
                                 format_size(memory_budget));
   } else if (r == 0 && held_bytes > memory_budget) {
     p->shape_.round_bytes = memory_budget / 2;  // double buffering: two rounds in memory
-    if (p->shape_.round_bytes == 0 || 2 * cache::round_slot_bytes(p->shape_) > memory_budget) {
+    if (p->shape_.round_bytes == 0 || 2 * round_slot_bytes(p->shape_) > memory_budget) {
       // Not even two chunks fit: no rounds. The full shuffle is served from
       // what fits in the storage buffer and the backend for the rest.
       spdlog::warn("[{}] memory budget {} is too small for rounds of {} chunks; epochs are fully shuffled and "
                    "mostly read from the backend (raise the budget, or lower round_chunk)",
-                   config.name, format_size(memory_budget), format_size(config.plan.round_chunk));
+                   name, format_size(memory_budget), format_size(plan.round_chunk));
       p->shape_.round_bytes = 0;
     }
   }
   p->storage_budget_ = p->rounds() ? 0 : memory_budget;
-  auto rounds0 = cache::epoch_rounds(p->shape_, p->seed_, 0);
+  auto rounds0 = epoch_rounds(p->shape_, p->seed_, 0);
   p->rounds_per_epoch_ = rounds0.size();
-  p->rl_ = cache::randomization_level(rounds0, p->shape_.chunk_count());
-  if (p->rl_ + 1e-12 < config.plan.min_randomization) {
-    const uint64_t round = cache::round_bytes_for_level(p->shape_, p->seed_, config.plan.min_randomization);
+  p->rl_ = plan::randomization_level(rounds0, p->shape_.chunk_count());
+  if (p->rl_ + 1e-12 < plan.min_randomization) {
+    const uint64_t round = round_bytes_for_level(p->shape_, p->seed_, plan.min_randomization);
     return Status(EINVAL, what + ": randomization level " + percent(p->rl_) + " (R = " + std::to_string(p->ratio()) +
-                              ") is below min_randomization " + percent(config.plan.min_randomization) +
+                              ") is below min_randomization " + percent(plan.min_randomization) +
                               "; a memory budget of at least " + format_size(2 * round) + " (two rounds of " +
                               format_size(round) + ", R = " +
                               std::to_string(static_cast<double>(round) / static_cast<double>(total)) +
@@ -70,21 +71,12 @@ Result<std::unique_ptr<Planner>> Planner::create(const DatasetConfig& config, co
   if (p->rounds())
     spdlog::info("[{}] epochs in rounds: R = {:.3f}, {} rounds of at most {} per epoch, {} chunks of {}; "
                  "randomization level {}",
-                 config.name, p->ratio(), p->rounds_per_epoch_, format_size(p->shape_.round_bytes),
-                 p->shape_.chunk_count(), format_size(config.plan.round_chunk), percent(p->rl_));
+                 name, p->ratio(), p->rounds_per_epoch_, format_size(p->shape_.round_bytes),
+                 p->shape_.chunk_count(), format_size(plan.round_chunk), percent(p->rl_));
   return p;
 }
 
-Status Planner::start_rounds(const cache::BackendReader& backend, unsigned threads) {
-  if (!rounds()) return Status::ok();
-  auto pipe = cache::RoundPipeline::create(
-      shape_, backend, [this](uint64_t epoch) { return order(epoch); }, threads);
-  if (!pipe) return pipe.status();
-  pipeline_ = std::move(pipe).value();
-  return Status::ok();
-}
-
-std::shared_ptr<const cache::EpochOrder> Planner::order(uint64_t epoch) const {
+std::shared_ptr<const EpochOrder> Planner::order(uint64_t epoch) const {
   {
     std::lock_guard lk(mu_);
     for (auto it = cache_.begin(); it != cache_.end(); ++it)
@@ -96,11 +88,11 @@ std::shared_ptr<const cache::EpochOrder> Planner::order(uint64_t epoch) const {
   }
   // Built outside the lock: other epochs stay available meanwhile. Two
   // threads may build the same epoch; both results are identical.
-  auto built = cache::build_epoch_order(shape_, seed_, epoch);
+  auto built = build_epoch_order(shape_, seed_, epoch);
   std::lock_guard lk(mu_);
   cache_.push_front(built);
   if (cache_.size() > kCachedEpochs) cache_.pop_back();
   return built;
 }
 
-}  // namespace dlfs::fs
+}  // namespace dlfs::plan

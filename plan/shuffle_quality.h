@@ -23,7 +23,7 @@
 #include <memory>
 #include <vector>
 
-namespace dlfs::cache {
+namespace dlfs::plan {
 
 struct ShuffleQuality {
   uint64_t samples = 0;
@@ -40,4 +40,4 @@ struct ShuffleQuality {
 ShuffleQuality measure_shuffle(uint64_t samples, uint64_t epochs,
                                const std::function<std::vector<uint64_t>(uint64_t epoch)>& order);
 
-}  // namespace dlfs::cache
+}  // namespace dlfs::plan
