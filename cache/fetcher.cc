@@ -8,12 +8,8 @@
 namespace dlfs::cache {
 
 bool Fetcher::read_local(uint64_t offset, std::span<std::byte> dst) const {
-  const StorageBuffer& b = *local_;
-  if (dst.empty() || offset < b.range_begin() || offset + dst.size() > b.range_end()) return false;
-  const std::byte* p = b.resident_ptr(offset);
+  const std::byte* p = local_->resident_span(offset, dst.size());
   if (p == nullptr) return false;
-  for (uint64_t e = b.extent_of(offset) + 1; e <= b.extent_of(offset + dst.size() - 1); ++e)
-    if (b.state(e) != ExtentState::resident) return false;
   std::memcpy(dst.data(), p, dst.size());
   counters_.local_bytes.fetch_add(dst.size(), std::memory_order_relaxed);
   return true;

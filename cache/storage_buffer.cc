@@ -82,6 +82,16 @@ const std::byte* StorageBuffer::resident_ptr(uint64_t data_offset) const {
   return base_ + (data_offset - begin_);
 }
 
+const std::byte* StorageBuffer::resident_span(uint64_t data_offset, uint64_t length) const {
+  if (length == 0 || data_offset < begin_ || length > end_ - data_offset) return nullptr;
+  const std::byte* first = resident_ptr(data_offset);
+  if (first == nullptr) return nullptr;
+  // One mapping: consecutive resident extents are contiguous memory.
+  for (uint64_t e = extent_of(data_offset) + 1; e <= extent_of(data_offset + length - 1); ++e)
+    if (e >= cacheable_ || state(e) != ExtentState::resident) return nullptr;
+  return first;
+}
+
 bool StorageBuffer::try_mark_loading(uint64_t e) {
   if (e >= cacheable_) return false;
   uint8_t expected = static_cast<uint8_t>(ExtentState::absent);

@@ -67,6 +67,11 @@ class StorageBuffer {
   std::byte* extent_data(uint64_t e) const { return base_ + e * extent_size_; }
   // Pointer to byte-space offset if its extent is resident, else nullptr.
   const std::byte* resident_ptr(uint64_t data_offset) const;
+  // Pointer to [data_offset, data_offset + length) if every extent it touches
+  // is resident (then the range is one contiguous run of memory), else
+  // nullptr (also for an empty range or one outside this buffer). The one
+  // "is this range resident" check of the read path.
+  const std::byte* resident_span(uint64_t data_offset, uint64_t length) const;
 
   uint64_t checksum(uint64_t e) const { return checksum_[e]; }  // valid once resident
   uint64_t resident_bytes() const { return resident_bytes_.load(std::memory_order_relaxed); }

@@ -14,6 +14,7 @@
 #include <toml++/toml.h>
 
 #include "common/units.h"
+#include "provenance/dataset_format.h"
 
 namespace dlfs::fs {
 namespace {
@@ -180,15 +181,15 @@ Status parse_dataset(const toml::table& t, const std::string& origin, size_t ind
   DLFS_RETURN_IF_ERROR(get_string(t, origin, where, "backend", d.backend));
   std::string format = "files";
   DLFS_RETURN_IF_ERROR(get_string(t, origin, where, "format", format));
-  auto f = provenance::parse_format(format);
+  auto f = provenance::find_dataset_format(format);
   if (!f) return f.status().with_context("config " + origin + ": key '" + where + ".format'");
-  d.format.format = *f;
+  d.format.format = format;
   DLFS_RETURN_IF_ERROR(get_size(t, origin, where, "record_size", d.format.record_size));
   DLFS_RETURN_IF_ERROR(get_size(t, origin, where, "header_bytes", d.format.header_bytes));
   if (const toml::node* n = t.get("lmdb_spot_checks")) {
     auto v = n->value_exact<int64_t>();
     if (!v || *v < 0 || *v > 1000000) return type_error(origin, where, "lmdb_spot_checks", "an integer 0..1000000");
-    if (d.format.format != provenance::DatasetFormat::lmdb)
+    if (d.format.format != "lmdb")
       return Status(EINVAL, "config " + origin + ": key '" + where + ".lmdb_spot_checks' applies to format 'lmdb' only");
     d.format.lmdb_spot_leaves = static_cast<uint32_t>(*v);
   }
@@ -309,12 +310,10 @@ Status validate_config(const DaemonConfig& c) {
       return Status(EINVAL, "dataset name '" + d.name +
                                 "' is not valid (letters, digits, '-', '_', '.'; not starting with '.')");
     if (!names.insert(d.name).second) return Status(EINVAL, "dataset name '" + d.name + "' is used twice");
-    if (d.format.format == provenance::DatasetFormat::fixed && d.format.record_size == 0)
-      return Status(EINVAL, "dataset '" + d.name + "': format 'fixed' needs record_size > 0");
-    if (d.format.format != provenance::DatasetFormat::fixed &&
-        (d.format.record_size != 0 || d.format.header_bytes != 0))
-      return Status(EINVAL, "dataset '" + d.name + "': record_size and header_bytes apply to format 'fixed' only");
     const std::string ds = "dataset '" + d.name + "': ";
+    auto format = provenance::find_dataset_format(d.format.format);
+    if (!format) return format.status().with_context("dataset '" + d.name + "'");
+    DLFS_RETURN_IF_ERROR((*format)->check_options(d.format).with_context("dataset '" + d.name + "'"));
     if (d.plan.remainder != "pad" && d.plan.remainder != "drop")
       return Status(EINVAL, ds + "remainder '" + d.plan.remainder + "' is not \"pad\" or \"drop\"");
     if (d.plan.order != "ordered" && d.plan.order != "opportunistic")

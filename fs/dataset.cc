@@ -22,8 +22,7 @@ uint64_t manifest_fingerprint(const provenance::Manifest& m) {
   XXH3_64bits_reset(st);
   auto add = [&](const void* p, size_t n) { XXH3_64bits_update(st, p, n); };
   const auto& o = m.options();
-  const int format = static_cast<int>(o.format);
-  add(&format, sizeof format);
+  add(o.format.data(), o.format.size() + 1);
   add(&o.record_size, sizeof o.record_size);
   add(&o.header_bytes, sizeof o.header_bytes);
   for (uint32_t f = 0; f < m.file_count(); ++f) {
@@ -94,12 +93,13 @@ Result<std::unique_ptr<Dataset>> Dataset::open(const DatasetConfig& config, uint
   lo.read_size = daemon.read_size;
   lo.label = config.name;
   ds->loader_ = std::make_unique<cache::Loader>(*ds->buffer_, *ds->backend_, lo);
-  ds->source_ = std::make_unique<cache::ByteSource>(*ds->buffer_, *ds->fetcher_);
+  ds->reader_ = std::make_unique<cache::SampleReader>(ds->manifest_, *ds->buffer_, *ds->fetcher_, ds->pipeline_.get(),
+                                                      ds->pipeline_ ? &ds->planner_->shape() : nullptr);
 
   const auto& m = ds->manifest_;
   spdlog::info("[{}] {} format, {} samples in {} files, {} ({} fit the memory budget of {}); scanned in {:.2f}s, "
                "{:.1f} bytes of metadata per sample",
-               config.name, provenance::format_name(config.format.format), m.sample_count(), m.file_count(),
+               config.name, config.format.format, m.sample_count(), m.file_count(),
                format_size(m.total_bytes()), format_size(ds->buffer_->capacity_bytes()), format_size(memory_budget),
                scan_s, m.sample_count() ? static_cast<double>(ds->metadata_bytes()) / m.sample_count() : 0.0);
   return ds;
@@ -107,8 +107,8 @@ Result<std::unique_ptr<Dataset>> Dataset::open(const DatasetConfig& config, uint
 
 BytesBySource bytes_by_source(const Dataset& ds) {
   const auto& fc = ds.fetcher().counters();
-  return {ds.source().counters().memory_bytes.load(std::memory_order_relaxed) +
-              ds.view_counters().local_bytes.load(std::memory_order_relaxed) +
+  return {ds.raw_counters().reads.memory_bytes.load(std::memory_order_relaxed) +
+              ds.view_counters().reads.memory_bytes.load(std::memory_order_relaxed) +
               fc.local_bytes.load(std::memory_order_relaxed),
           fc.remote_bytes.load(std::memory_order_relaxed), fc.backend_bytes.load(std::memory_order_relaxed)};
 }

@@ -1,8 +1,10 @@
 // Dataset: one served dataset, composed from its parts in dependency order:
 // manifest (what is there) -> backend reader (how to read it) -> fetcher
-// (bytes this node does not hold: a peer's memory or the backend) -> storage
-// buffer (this node's stripe in memory) -> loader (who fills it) -> byte
-// source (how reads are answered). Owns all of them; destroys in reverse order.
+// (bytes this node does not hold: a peer's memory or the backend) -> planner
+// and round buffers (epoch orders; memory when epochs run in rounds) ->
+// storage buffer (this node's stripe in memory) -> loader (who fills it) ->
+// sample reader (how every read is answered). Owns all of them; destroys in
+// reverse order.
 #pragma once
 
 #include <atomic>
@@ -11,28 +13,27 @@
 #include <string>
 
 #include "cache/backend_reader.h"
-#include "cache/byte_source.h"
 #include "cache/fetcher.h"
 #include "cache/stripe_map.h"
 #include "cache/loader.h"
 #include "cache/read_ring.h"
 #include "cache/round_pipeline.h"
+#include "cache/sample_reader.h"
 #include "cache/storage_buffer.h"
 #include "fs/config.h"
-#include "plan/planner.h"
 #include "fs/view_registry.h"
+#include "plan/planner.h"
 #include "provenance/manifest.h"
 
 namespace dlfs::fs {
 
-// Per-view request counters (relaxed atomics: figures for stats, not sync).
+// Request counters of one surface, raw/ or the epoch views (relaxed
+// atomics: figures for stats, not sync).
 struct ViewCounters {
   std::atomic<uint64_t> opens{0};
-  std::atomic<uint64_t> local_bytes{0};   // sample bytes served from this node's memory
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> bytes{0};
-  std::atomic<uint64_t> ring_hits{0};     // non-resident samples served from a read-ahead ring
-  std::atomic<uint64_t> backend_reads{0}; // non-resident samples the reader read itself
+  cache::ReadCounters reads;  // where the SampleReader found the bytes
 };
 
 // Where a dataset's served bytes came from: this node's memory, a peer's
@@ -64,7 +65,8 @@ class Dataset {
   const provenance::ScanReport& scan_report() const { return scan_report_; }
   const cache::StorageBuffer& buffer() const { return *buffer_; }
   const cache::BackendReader& backend() const { return *backend_; }
-  const cache::ByteSource& source() const { return *source_; }
+  // The one read path: raw files and every epoch view read through it.
+  const cache::SampleReader& reader() const { return *reader_; }
   const cache::Fetcher& fetcher() const { return *fetcher_; }
   cache::Fetcher& fetcher() { return *fetcher_; }
   // A digest of what the dataset is (names, sizes, format): peers must agree on it.
@@ -98,7 +100,7 @@ class Dataset {
   std::unique_ptr<cache::Fetcher> fetcher_;
   std::unique_ptr<cache::StorageBuffer> buffer_;
   std::unique_ptr<cache::Loader> loader_;
-  std::unique_ptr<cache::ByteSource> source_;
+  std::unique_ptr<cache::SampleReader> reader_;
   std::unique_ptr<plan::Planner> planner_;
   std::unique_ptr<cache::RoundPipeline> pipeline_;  // after backend_ and planner_: reads through one, plans from the other
   std::unique_ptr<cache::Prefetcher> prefetcher_;  // after planner_: stops first

@@ -42,9 +42,10 @@ fuse_entry_param to_entry(const Attr& a, const FuseOptions& o) {
   return e;
 }
 
-// Failures other than "not found" are worth a line in the log.
+// Failures other than "not found" are worth a line in the log, with the
+// process that asked (a user's training job is easier to find by pid).
 void reply_error(fuse_req_t req, const Status& s, const char* op) {
-  if (s.err() != ENOENT) spdlog::debug("{}: {}", op, s.message());
+  if (s.err() != ENOENT) spdlog::debug("{} by pid {}: {}", op, fuse_req_ctx(req)->pid, s.message());
   fuse_reply_err(req, s.err());
 }
 
@@ -54,10 +55,10 @@ void guarded(fuse_req_t req, const char* op, F&& body) {
   try {
     body();
   } catch (const std::exception& e) {
-    spdlog::error("{}: unexpected exception: {}", op, e.what());
+    spdlog::error("{} by pid {}: unexpected exception: {}", op, fuse_req_ctx(req)->pid, e.what());
     fuse_reply_err(req, EIO);
   } catch (...) {
-    spdlog::error("{}: unexpected exception", op);
+    spdlog::error("{} by pid {}: unexpected exception", op, fuse_req_ctx(req)->pid);
     fuse_reply_err(req, EIO);
   }
 }
@@ -141,63 +142,50 @@ void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
 
 void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
 
-// Generated files and epoch views keep what they read alive in fi->fh
-// (an OpenResult on the heap) until release; raw files need nothing (fh 0).
+// A view, an entry or generated text keeps its handle (an OpenFile) in
+// fi->fh until release; raw files need nothing per open (fh 0, read by inode).
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   guarded(req, "open", [&] {
     auto r = ctx(req).ns->open(ino, fi->flags);
     if (!r) return reply_error(req, r.status(), "open");
     fi->keep_cache = r->keep_cache;
     fi->direct_io = r->direct_io;
-    fi->fh = (r->snapshot || r->view) ? reinterpret_cast<uint64_t>(new OpenResult(std::move(r).value())) : 0;
+    fi->fh = reinterpret_cast<uint64_t>(r->file.release());
     if (fuse_reply_open(req, fi) == -ENOENT && fi->fh)  // interrupted open: nobody will release it
-      delete reinterpret_cast<OpenResult*>(fi->fh);
+      delete reinterpret_cast<OpenFile*>(fi->fh);
   });
 }
 
 void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete reinterpret_cast<OpenResult*>(fi->fh);
+  delete reinterpret_cast<OpenFile*>(fi->fh);
   fuse_reply_err(req, 0);
 }
 
-void read_generated(fuse_req_t req, const OpenResult& file, size_t size, off_t off) {
-  if (file.snapshot) {
-    const std::string& text = *file.snapshot;
-    auto o = static_cast<size_t>(off);
-    if (o >= text.size()) return static_cast<void>(fuse_reply_buf(req, nullptr, 0));
-    fuse_reply_buf(req, text.data() + o, std::min(size, text.size() - o));
-    return;
-  }
-  // An epoch view: one ReplyGather per worker thread, pins released once sent.
-  thread_local ReplyGather gather;
-  Status s = ctx(req).ns->read_view(file, static_cast<uint64_t>(off), size, gather);
-  if (!s) {
-    gather.release();
-    spdlog::warn("read of an epoch view at {} (+{}): {}", off, size, s.message());
-    return static_cast<void>(fuse_reply_err(req, s.err()));
-  }
+// Sends what the gather holds: one contiguous run (the common case: a piece
+// of resident memory) goes with fuse_reply_buf, without the iovec array
+// fuse_reply_iov allocates and copies for every reply.
+void reply_gather(fuse_req_t req, const cache::Gather& gather) {
   if (gather.count() == 0) fuse_reply_buf(req, nullptr, 0);
+  else if (gather.count() == 1)
+    fuse_reply_buf(req, static_cast<const char*>(gather.iov()[0].iov_base), gather.iov()[0].iov_len);
   else fuse_reply_iov(req, gather.iov(), gather.count());
-  gather.release();
 }
 
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   guarded(req, "read", [&] {
-    if (fi->fh) return read_generated(req, *reinterpret_cast<OpenResult*>(fi->fh), size, off);
     // One Gather per worker thread: no allocation per request once warm.
+    // Round buffers it points into stay pinned until the reply is sent.
     thread_local cache::Gather gather;
-    Status s = ctx(req).ns->read_file(ino, static_cast<uint64_t>(off), size, gather);
+    const Namespace& ns = *ctx(req).ns;
+    Status s = fi->fh ? ns.read_view(*reinterpret_cast<OpenFile*>(fi->fh), static_cast<uint64_t>(off), size, gather)
+                      : ns.read_file(ino, static_cast<uint64_t>(off), size, gather);
     if (!s) {
-      spdlog::warn("read of inode {} at {} (+{}): {}", ino, off, size, s.message());
+      gather.release();
+      spdlog::warn("read of inode {} at {} (+{}) by pid {}: {}", ino, off, size, fuse_req_ctx(req)->pid, s.message());
       return static_cast<void>(fuse_reply_err(req, s.err()));
     }
-    // One contiguous run (the common case: a file inside resident memory):
-    // fuse_reply_buf sends it without the iovec array fuse_reply_iov
-    // allocates and copies for every reply.
-    if (gather.count() == 1)
-      fuse_reply_buf(req, static_cast<const char*>(gather.iov()[0].iov_base), gather.iov()[0].iov_len);
-    else
-      fuse_reply_iov(req, gather.iov(), static_cast<int>(gather.count()));
+    reply_gather(req, gather);
+    gather.release();
   });
 }
 

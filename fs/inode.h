@@ -10,7 +10,9 @@
 //   (d+1)<<48 | kind<<40 | index     everything that belongs to dataset d
 //
 // index is a manifest directory or file id (< 2^40), kind says which table;
-// for epoch views it packs the epoch, world size, view id or position.
+// for epoch views it packs the epoch, world size, view id or position. View
+// files and directory-view entries carry their view format's number
+// (fs/view_formats.cc) in the kind byte: 16 + format, 48 + format.
 #pragma once
 
 #include <cstdint>
@@ -28,12 +30,13 @@ enum class NodeKind : uint8_t {
   epochs_dir = 6,    // /<dataset>/epochs
   epoch_dir = 7,     // /<dataset>/epochs/<e>          (index = e)
   world_dir = 8,     // /<dataset>/epochs/<e>/<W>      (index = e << 16 | W)
-  view_tar = 9,      // .../<W>/<r>.tar                (index = view id, fs/view_registry.h)
-  view_bin = 10,     // .../<W>/<r>.bin
-  view_index = 11,   // .../<W>/<r>.index
-  view_dir = 12,     // .../<W>/<r>/
-  view_entry = 13,   // .../<W>/<r>/<k>-<name>         (index = view id << 24 | k)
+  view = 9,          // .../<W>/<r><extension>         (index = view id, fs/view_registry.h; format)
+  view_entry = 10,   // .../<W>/<r>/<k>-<name>         (index = view id << 24 | k; format: the directory view's)
 };
+
+inline constexpr uint8_t kViewKindBase = 16;   // kind byte of a view: 16 + format
+inline constexpr uint8_t kEntryKindBase = 48;  // kind byte of a directory view's entry: 48 + format
+inline constexpr uint8_t kMaxFormatNumber = 31;
 
 inline constexpr uint64_t kMaxEpoch = (1ull << 24) - 1;      // epoch << 16 must fit the index
 inline constexpr uint64_t kMaxEntryPosition = (1ull << 24) - 1;
@@ -42,6 +45,7 @@ struct NodeId {
   NodeKind kind = NodeKind::root;
   uint32_t dataset = 0;  // meaningful for dataset kinds
   uint64_t index = 0;    // manifest id for raw kinds
+  uint8_t format = 0;    // view and view_entry: the view format's number
 };
 
 inline constexpr uint64_t kRootIno = 1;
@@ -55,9 +59,12 @@ inline uint64_t encode_ino(const NodeId& n) {
     case NodeKind::root: return kRootIno;
     case NodeKind::control_dir: return kControlDirIno;
     case NodeKind::stats_file: return kStatsIno;
-    default:
-      return (static_cast<uint64_t>(n.dataset + 1) << 48) |
-             (static_cast<uint64_t>(n.kind) << 40) | (n.index & kMaxIndex);
+    default: {
+      uint64_t kind = static_cast<uint64_t>(n.kind);
+      if (n.kind == NodeKind::view) kind = kViewKindBase + n.format;
+      if (n.kind == NodeKind::view_entry) kind = kEntryKindBase + n.format;
+      return (static_cast<uint64_t>(n.dataset + 1) << 48) | (kind << 40) | (n.index & kMaxIndex);
+    }
   }
 }
 
@@ -69,9 +76,15 @@ inline std::optional<NodeId> decode_ino(uint64_t ino) {
   uint64_t ds = ino >> 48;
   if (ds == 0) return std::nullopt;
   auto kind = static_cast<uint8_t>((ino >> 40) & 0xff);
-  if (kind < static_cast<uint8_t>(NodeKind::dataset_dir) || kind > static_cast<uint8_t>(NodeKind::view_entry))
+  const auto dataset = static_cast<uint32_t>(ds - 1);
+  const uint64_t index = ino & kMaxIndex;
+  if (kind >= kViewKindBase && kind <= kViewKindBase + kMaxFormatNumber)
+    return NodeId{NodeKind::view, dataset, index, static_cast<uint8_t>(kind - kViewKindBase)};
+  if (kind >= kEntryKindBase && kind <= kEntryKindBase + kMaxFormatNumber)
+    return NodeId{NodeKind::view_entry, dataset, index, static_cast<uint8_t>(kind - kEntryKindBase)};
+  if (kind < static_cast<uint8_t>(NodeKind::dataset_dir) || kind > static_cast<uint8_t>(NodeKind::world_dir))
     return std::nullopt;
-  return NodeId{static_cast<NodeKind>(kind), static_cast<uint32_t>(ds - 1), ino & kMaxIndex};
+  return NodeId{static_cast<NodeKind>(kind), dataset, index};
 }
 
 }  // namespace dlfs::fs

@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
     d.backend = backend;
     d.name = name.empty() ? std::filesystem::path(backend).lexically_normal().filename().string() : name;
     if (d.name.empty()) d.name = std::filesystem::path(backend).lexically_normal().parent_path().filename().string();
-    if (!format.empty()) d.format.format = *dlfs::provenance::parse_format(format);
+    if (!format.empty()) d.format.format = format;
     if (auto s = size_flag(record_size, "--record-size", d.format.record_size); !s) return fail(s);
     if (auto s = size_flag(header_bytes, "--header-bytes", d.format.header_bytes); !s) return fail(s);
     if (seed) d.plan.seed = *seed;

@@ -210,7 +210,7 @@ Result<OpenResult> Namespace::open(uint64_t ino, int flags) const {
   switch (n->kind) {
     case NodeKind::stats_file:
       r.direct_io = true;
-      r.snapshot = std::make_shared<const std::string>(stats_text_());
+      r.file = std::make_unique<SnapshotFile>(stats_text_());
       return r;
     case NodeKind::raw_file: {
       const Dataset* ds = dataset_of(*n);
@@ -225,7 +225,7 @@ Result<OpenResult> Namespace::open(uint64_t ino, int flags) const {
 }
 
 Status Namespace::read_file(uint64_t ino, uint64_t offset, uint64_t size, cache::Gather& out) const {
-  out.clear();
+  out.reset(size);
   auto n = decode_ino(ino);
   if (!n || n->kind != NodeKind::raw_file) return Status(EINVAL, "not a raw file");
   const Dataset* ds = dataset_of(*n);
@@ -235,9 +235,9 @@ Status Namespace::read_file(uint64_t ino, uint64_t offset, uint64_t size, cache:
   uint64_t fsize = m.file_size(f);
   if (offset >= fsize || size == 0) return Status::ok();
   uint64_t len = std::min(size, fsize - offset);
-  Status s = ds->source().read(m.file_data_offset(f) + offset, len, out);
-  if (!s) return s.with_context("dataset '" + ds->name() + "'");
   auto& c = ds->raw_counters();
+  Status s = ds->reader().read_bytes(m.file_data_offset(f) + offset, len, out, c.reads);
+  if (!s) return s.with_context("dataset '" + ds->name() + "'");
   c.requests.fetch_add(1, std::memory_order_relaxed);
   c.bytes.fetch_add(len, std::memory_order_relaxed);
   return Status::ok();

@@ -23,12 +23,11 @@
 #include <string_view>
 #include <vector>
 
-#include "cache/byte_source.h"
+#include "cache/gather.h"
 #include "common/status.h"
 #include "fs/dataset.h"
-#include "fs/opportunistic_stream.h"
-#include "fs/reply_gather.h"
 #include "fs/inode.h"
+#include "fs/view_format.h"
 
 namespace dlfs::fs {
 
@@ -39,18 +38,6 @@ struct Attr {
   uint64_t size = 0;
   int64_t mtime_ns = 0;
   uint32_t uid = 0, gid = 0;
-};
-
-// How the kernel should treat an open file.
-struct OpenResult {
-  bool keep_cache = false;               // immutable data: keep the page cache across opens
-  bool direct_io = false;                // generated content: bypass the page cache
-  std::shared_ptr<const std::string> snapshot;  // generated content, if any
-  std::shared_ptr<const EpochView> view;        // an epoch view's tar, bin or entry
-  NodeKind view_kind = NodeKind::root;
-  std::shared_ptr<cache::ReadRing> ring;        // tar/bin: this stream's read-ahead
-  std::shared_ptr<OpportunisticStream> opportunistic;  // tar in opportunistic order
-  uint64_t entry = 0;                           // view_entry: the position
 };
 
 struct FsTotals {
@@ -73,12 +60,13 @@ class Namespace {
   // Directory listing from `offset` (0 = start; "." and ".." first).
   Status readdir(uint64_t ino, uint64_t offset, const DirFiller& add) const;
   Status opendir(uint64_t ino) const;
-  // flags as in open(2): anything but O_RDONLY access is EROFS.
+  // flags as in open(2): anything but O_RDONLY access is EROFS. A raw file
+  // gets no handle (OpenResult::file null): it is read by inode.
   Result<OpenResult> open(uint64_t ino, int flags) const;
-  // Gathers up to `size` bytes at `offset` of a raw file (short at EOF).
+  // Starts `out` and gathers up to `size` bytes at `offset` of a raw file (short at EOF).
   Status read_file(uint64_t ino, uint64_t offset, uint64_t size, cache::Gather& out) const;
-  // Reads an open epoch view (OpenResult::view set).
-  Status read_view(const OpenResult& file, uint64_t offset, uint64_t size, ReplyGather& out) const;
+  // Starts `out` and reads an open file's handle (a view, an entry, generated text).
+  Status read_view(OpenFile& file, uint64_t offset, uint64_t size, cache::Gather& out) const;
   FsTotals totals() const;
   // Extended attributes: the epoch views describe their plan (docs/views.md).
   Result<std::string> getxattr(uint64_t ino, const std::string& name) const;
@@ -96,6 +84,7 @@ class Namespace {
   Result<Attr> view_lookup(const NodeId& parent, std::string_view name) const;
   using Emit = std::function<bool(std::string_view name, const Result<Attr>& attr)>;
   Status view_readdir(const NodeId& n, uint64_t child, const Emit& emit) const;
+  Status world_readdir(const Dataset& ds, const NodeId& n, uint64_t child, const Emit& emit) const;
   Result<OpenResult> view_open(const NodeId& n) const;
   Result<std::shared_ptr<const EpochView>> view_of(const NodeId& n) const;
 

@@ -1,11 +1,13 @@
 // The epoch-view part of the Namespace: /<dataset>/epochs/<e>/<W>/...
 // (layout in docs/views.md). Epochs and world sizes exist when looked up;
-// listings show the configured ones.
+// listings show the configured ones. What a view file is and how it reads
+// belongs to its ViewFormat (fs/view_formats.cc); this file only names them.
 #include <sys/stat.h>
 
 #include <charconv>
 
 #include "fs/namespace.h"
+#include "fs/view_format.h"
 
 namespace dlfs::fs {
 namespace {
@@ -23,17 +25,21 @@ std::optional<uint64_t> parse_number(std::string_view s) {
 
 constexpr uint64_t world_index(uint64_t epoch, uint64_t w) { return epoch << 16 | w; }
 constexpr uint64_t entry_index(uint64_t view, uint64_t k) { return view << 24 | k; }
+constexpr uint64_t entry_view(uint64_t index) { return index >> 24; }
+constexpr uint64_t entry_position(uint64_t index) { return index & kMaxEntryPosition; }
 
-bool is_view(NodeKind k) {
-  return k == NodeKind::view_tar || k == NodeKind::view_bin || k == NodeKind::view_index || k == NodeKind::view_dir;
+const ViewFormat& format_of(const NodeId& n) { return *view_formats().at(n.format); }
+
+NodeId view_node(uint32_t dataset, size_t format, uint64_t id) {
+  return NodeId{NodeKind::view, dataset, id, static_cast<uint8_t>(format)};
 }
 
 }  // namespace
 
 Result<std::shared_ptr<const EpochView>> Namespace::view_of(const NodeId& n) const {
   const Dataset* ds = dataset_of(n);
-  if (!ds) return not_found();
-  const uint64_t id = n.kind == NodeKind::view_entry ? n.index >> 24 : n.index;
+  if (!ds || n.format >= view_formats().size()) return not_found();
+  const uint64_t id = n.kind == NodeKind::view_entry ? entry_view(n.index) : n.index;
   return ds->views().get(*ds, static_cast<uint32_t>(id));
 }
 
@@ -46,21 +52,20 @@ Result<Attr> Namespace::view_attr(const NodeId& n) const {
     case NodeKind::epochs_dir: return dir_attr(ino, 0555, ds->planner().config().epochs_listed, mtime);
     case NodeKind::epoch_dir: return dir_attr(ino, 0555, 1, mtime);
     case NodeKind::world_dir: return dir_attr(ino, 0555, static_cast<uint32_t>(n.index & 0xffff), mtime);
-    case NodeKind::view_dir: return dir_attr(ino, 0555, 0, mtime);
-    case NodeKind::view_index: {
-      Attr a = file_attr(ino, 0, mtime);  // generated at open, read with direct I/O
-      return a;
+    case NodeKind::view: {
+      if (n.format >= view_formats().size()) return not_found();
+      const ViewFormat& f = format_of(n);
+      if (f.is_directory()) return dir_attr(ino, 0555, 0, mtime);
+      auto v = view_of(n);
+      if (!v) return v.status();
+      return file_attr(ino, f.size(**v), mtime);
     }
-    case NodeKind::view_tar:
-    case NodeKind::view_bin:
     case NodeKind::view_entry: {
       auto v = view_of(n);
       if (!v) return v.status();
-      if (n.kind == NodeKind::view_tar) return file_attr(ino, (*v)->tar_size(), mtime);
-      if (n.kind == NodeKind::view_bin) return file_attr(ino, (*v)->bin_size(), mtime);
-      const uint64_t k = n.index & kMaxEntryPosition;
+      const uint64_t k = entry_position(n.index);
       if (k >= (*v)->count()) return not_found();
-      return file_attr(ino, (*v)->sample_length(k), mtime);
+      return file_attr(ino, format_of(n).entry_size(**v, k), mtime);
     }
     default: return not_found();
   }
@@ -85,29 +90,19 @@ Result<Attr> Namespace::view_lookup(const NodeId& p, std::string_view name) cons
       auto dot = name.find('.');
       auto r = parse_number(name.substr(0, dot));
       if (!r || *r >= w) return not_found();
-      std::string_view ext = dot == std::string_view::npos ? "" : name.substr(dot);
-      NodeKind kind;
-      if (ext.empty()) kind = NodeKind::view_dir;
-      else if (ext == ".tar") kind = NodeKind::view_tar;
-      else if (ext == ".index") kind = NodeKind::view_index;
-      else if (ext == ".bin" && ds->manifest().fixed_record_size() > 0)
-        kind = NodeKind::view_bin;
-      else return not_found();
+      auto format = view_format_index(dot == std::string_view::npos ? "" : name.substr(dot));
+      if (!format || !view_formats()[*format]->applies_to(*ds)) return not_found();
       auto id = ds->views().id_of({static_cast<uint32_t>(epoch), static_cast<uint32_t>(w), static_cast<uint32_t>(*r)});
       if (!id) return id.status();
-      return view_attr({kind, p.dataset, *id});
+      return view_attr(view_node(p.dataset, *format, *id));
     }
-    case NodeKind::view_dir: {
-      auto dash = name.find('-');
-      if (dash == std::string_view::npos) return not_found();
-      auto k = std::string_view(name.substr(0, dash));
-      uint64_t pos = 0;
-      auto [ptr, ec] = std::from_chars(k.data(), k.data() + k.size(), pos);
-      if (ec != std::errc() || ptr != k.data() + k.size() || pos > kMaxEntryPosition) return not_found();
+    case NodeKind::view: {
+      if (!format_of(p).is_directory()) return Status(ENOTDIR, "not a directory");
       auto v = view_of(p);
       if (!v) return v.status();
-      if (pos >= (*v)->count() || (*v)->entry_name(pos) != name) return not_found();
-      return view_attr({NodeKind::view_entry, p.dataset, entry_index(p.index, pos)});
+      auto k = format_of(p).find_entry(**v, name);
+      if (!k || *k > kMaxEntryPosition) return not_found();
+      return view_attr({NodeKind::view_entry, p.dataset, entry_index(p.index, *k), p.format});
     }
     default: return Status(ENOTDIR, "not a directory");
   }
@@ -126,80 +121,57 @@ Status Namespace::view_readdir(const NodeId& n, uint64_t child, const Emit& emit
       if (child == 0) emit(std::to_string(w), view_attr({NodeKind::world_dir, n.dataset, world_index(n.index, w)}));
       return Status::ok();
     }
-    case NodeKind::world_dir: {
-      const uint64_t epoch = n.index >> 16, w = n.index & 0xffff;
-      const bool fixed = ds->manifest().fixed_record_size() > 0;
-      const uint64_t per_rank = fixed ? 4 : 3;
-      for (uint64_t c = child; c < w * per_rank; ++c) {
-        const uint64_t r = c / per_rank;
-        auto id = ds->views().id_of({static_cast<uint32_t>(epoch), static_cast<uint32_t>(w), static_cast<uint32_t>(r)});
-        if (!id) return id.status();
-        static constexpr NodeKind kinds[] = {NodeKind::view_dir, NodeKind::view_index, NodeKind::view_tar,
-                                             NodeKind::view_bin};
-        static constexpr const char* exts[] = {"", ".index", ".tar", ".bin"};
-        const uint64_t i = c % per_rank;
-        if (!emit(std::to_string(r) + exts[i], view_attr({kinds[i], n.dataset, *id}))) break;
-      }
-      return Status::ok();
-    }
-    case NodeKind::view_dir: {
+    case NodeKind::world_dir: return world_readdir(*ds, n, child, emit);
+    case NodeKind::view: {
+      if (!format_of(n).is_directory()) return Status(ENOTDIR, "not a directory");
       auto v = view_of(n);
       if (!v) return v.status();
       const uint64_t count = std::min((*v)->count(), kMaxEntryPosition + 1);
       for (uint64_t k = child; k < count; ++k)
-        if (!emit((*v)->entry_name(k), view_attr({NodeKind::view_entry, n.dataset, entry_index(n.index, k)}))) break;
+        if (!emit(format_of(n).entry_name(**v, k),
+                  view_attr({NodeKind::view_entry, n.dataset, entry_index(n.index, k), n.format})))
+          break;
       return Status::ok();
     }
     default: return Status(ENOTDIR, "not a directory");
   }
 }
 
+// Each rank's views, in registry order: "<r>", "<r>.index", "<r>.tar", ...
+Status Namespace::world_readdir(const Dataset& ds, const NodeId& n, uint64_t child, const Emit& emit) const {
+  const uint64_t epoch = n.index >> 16, w = n.index & 0xffff;
+  std::vector<size_t> formats;
+  for (size_t f = 0; f < view_formats().size(); ++f)
+    if (view_formats()[f]->applies_to(ds)) formats.push_back(f);
+  for (uint64_t c = child; c < w * formats.size(); ++c) {
+    const uint64_t r = c / formats.size();
+    const size_t f = formats[c % formats.size()];
+    auto id = ds.views().id_of({static_cast<uint32_t>(epoch), static_cast<uint32_t>(w), static_cast<uint32_t>(r)});
+    if (!id) return id.status();
+    const std::string name = std::to_string(r) + std::string(view_formats()[f]->extension());
+    if (!emit(name, view_attr(view_node(n.dataset, f, *id)))) break;
+  }
+  return Status::ok();
+}
+
 Result<OpenResult> Namespace::view_open(const NodeId& n) const {
-  if (!is_view(n.kind) && n.kind != NodeKind::view_entry) return Status(EISDIR, "is a directory");
-  if (n.kind == NodeKind::view_dir) return Status(EISDIR, "is a directory");
+  if (n.kind != NodeKind::view && n.kind != NodeKind::view_entry) return Status(EISDIR, "is a directory");
   auto v = view_of(n);
   if (!v) return v.status();
-  const Dataset* ds = dataset_of(n);
-  ds->view_counters().opens.fetch_add(1, std::memory_order_relaxed);
-  OpenResult r;
-  if (n.kind == NodeKind::view_index) {
-    r.direct_io = true;
-    r.snapshot = std::make_shared<const std::string>((*v)->index_text());
-    return r;
-  }
-  r.keep_cache = true;  // a view's bytes are a pure function of its name: cacheable
-  r.view = *v;
-  r.view_kind = n.kind;
-  r.entry = n.index & kMaxEntryPosition;
-  if ((n.kind == NodeKind::view_tar || n.kind == NodeKind::view_bin) && ds->planner().config().readahead)
-    r.ring = (*v)->make_ring();
-  if (n.kind == NodeKind::view_tar && ds->planner().opportunistic()) {
-    // Each open may order the stream differently: no page cache for it.
-    r.keep_cache = false;
-    r.direct_io = true;
-    auto view = *v;
-    auto ring = r.ring;
-    r.opportunistic = std::make_shared<OpportunisticStream>(
-        view, ring, ds->planner().config().opportunistic_window,
-        [view, ring](uint64_t k) { return view->resident(k) || (ring && ring->ready(k)); });
-  }
-  if (n.kind == NodeKind::view_entry && r.entry >= (*v)->count()) return not_found();
+  const ViewFormat& f = format_of(n);
+  if (n.kind == NodeKind::view && f.is_directory()) return Status(EISDIR, "is a directory");
+  auto r = n.kind == NodeKind::view ? f.open(*v) : f.open_entry(*v, entry_position(n.index));
+  if (r) dataset_of(n)->view_counters().opens.fetch_add(1, std::memory_order_relaxed);
   return r;
 }
 
-Status Namespace::read_view(const OpenResult& f, uint64_t offset, uint64_t size, ReplyGather& out) const {
+Status Namespace::read_view(OpenFile& file, uint64_t offset, uint64_t size, cache::Gather& out) const {
   out.reset(size);
-  Status s;
-  switch (f.view_kind) {
-    case NodeKind::view_tar:
-      s = f.opportunistic ? f.opportunistic->read(offset, size, out) : f.view->read_tar(offset, size, out, f.ring.get());
-      break;
-    case NodeKind::view_bin: s = f.view->read_bin(offset, size, out, f.ring.get()); break;
-    case NodeKind::view_entry: s = f.view->read_entry(f.entry, offset, size, out); break;
-    default: return Status(EINVAL, "not an epoch view");
-  }
-  if (!s) return s.with_context("dataset '" + f.view->dataset().name() + "'");
-  auto& c = f.view->dataset().view_counters();
+  Status s = file.read(offset, size, out);
+  const Dataset* ds = file.dataset();
+  if (!ds) return s;
+  if (!s) return s.with_context("dataset '" + ds->name() + "'");
+  auto& c = ds->view_counters();
   c.requests.fetch_add(1, std::memory_order_relaxed);
   c.bytes.fetch_add(out.bytes(), std::memory_order_relaxed);
   return s;
@@ -208,7 +180,7 @@ Status Namespace::read_view(const OpenResult& f, uint64_t offset, uint64_t size,
 Result<std::string> Namespace::getxattr(uint64_t ino, const std::string& name) const {
   auto n = decode_ino(ino);
   if (!n) return not_found();
-  if (!is_view(n->kind)) return Status(ENODATA, "no such attribute");
+  if (n->kind != NodeKind::view) return Status(ENODATA, "no such attribute");
   auto v = view_of(*n);
   if (!v) return v.status();
   std::string value = (*v)->xattr(name);
@@ -219,7 +191,7 @@ Result<std::string> Namespace::getxattr(uint64_t ino, const std::string& name) c
 Result<std::vector<std::string>> Namespace::listxattr(uint64_t ino) const {
   auto n = decode_ino(ino);
   if (!n) return not_found();
-  if (!is_view(n->kind)) return std::vector<std::string>{};
+  if (n->kind != NodeKind::view) return std::vector<std::string>{};
   return EpochView::xattr_names();
 }
 

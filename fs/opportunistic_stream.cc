@@ -3,12 +3,20 @@
 #include <algorithm>
 
 #include "fs/dataset.h"
+#include "fs/view_stream.h"
 
 namespace dlfs::fs {
 
 OpportunisticStream::OpportunisticStream(std::shared_ptr<const EpochView> view, std::shared_ptr<cache::ReadRing> ring,
                                          uint64_t window, Ready ready)
-    : view_(std::move(view)), ring_(std::move(ring)), window_(std::max<uint64_t>(1, window)), ready_(std::move(ready)) {
+    : view_(std::move(view)),
+      layout_(TarLayout::of(*view_)),
+      ring_(std::move(ring)),
+      window_(std::max<uint64_t>(1, window)),
+      ready_(std::move(ready)) {
+  if (!ready_) {
+    ready_ = [v = view_.get(), r = ring_.get()](uint64_t k) { return v->in_memory(k) || (r && r->ready(k)); };
+  }
   taken_.assign(view_->count(), false);
   order_.begin.push_back(0);
 }
@@ -37,19 +45,16 @@ void OpportunisticStream::decide_through(uint64_t byte_end) {
     }
     taken_[pick] = true;
     order_.planned.push_back(pick);
-    order_.begin.push_back(order_.begin.back() + view_->member_bytes(pick));
+    order_.begin.push_back(order_.begin.back() + layout_->member_bytes(pick));
     while (low_ < n && taken_[low_]) ++low_;
   }
 }
 
-Status OpportunisticStream::read(uint64_t offset, uint64_t size, ReplyGather& out) {
+Status OpportunisticStream::read(uint64_t offset, uint64_t size, cache::Gather& out) {
   std::lock_guard lk(mu_);
-  if (ring_) {
-    ring_->advance(low_);  // prefetch from the earliest sample still owed
-    view_->dataset().prefetcher().wake();
-  }
+  advance_ring(*view_, ring_.get(), low_);  // prefetch from the earliest sample still owed
   decide_through(offset + size);
-  return view_->read_tar(offset, size, out, ring_.get(), &order_);
+  return layout_->read(*view_, offset, size, out, ring_.get(), &order_);
 }
 
 std::vector<uint64_t> OpportunisticStream::served() const {

@@ -1,6 +1,6 @@
-// OpportunisticStream: one open tar stream in `opportunistic` order mode
+// OpportunisticStream: one open .tar stream in `opportunistic` order mode
 // (DeepIO-Opp): within a window of the next `window` planned samples, the
-// stream yields whichever is ready first (resident, or already fetched into
+// stream yields whichever is ready first (in memory, or already fetched into
 // the stream's read-ahead ring) instead of waiting for the next planned one.
 // Every sample of the view is still served exactly once.
 //
@@ -13,24 +13,27 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include "cache/read_ring.h"
-#include "fs/epoch_view.h"
-#include "fs/reply_gather.h"
+#include "fs/view_format.h"
+#include "fs/view_tar.h"
 
 namespace dlfs::fs {
 
-class OpportunisticStream {
+class OpportunisticStream final : public OpenFile {
  public:
   using Ready = std::function<bool(uint64_t k)>;
-  // ready(k): whether planned position k can be served without waiting.
-  OpportunisticStream(std::shared_ptr<const EpochView> view, std::shared_ptr<cache::ReadRing> ring,
-                      uint64_t window, Ready ready);
+  // ready(k): whether planned position k can be served without waiting
+  // (default: in memory, or ready in the ring).
+  OpportunisticStream(std::shared_ptr<const EpochView> view, std::shared_ptr<cache::ReadRing> ring, uint64_t window,
+                      Ready ready = nullptr);
 
-  Status read(uint64_t offset, uint64_t size, ReplyGather& out);
+  Status read(uint64_t offset, uint64_t size, cache::Gather& out) override;
+  const Dataset* dataset() const override { return &view_->dataset(); }
   // The served order decided so far (planned positions), for tests and stats.
   std::vector<uint64_t> served() const;
 
@@ -38,6 +41,7 @@ class OpportunisticStream {
   void decide_through(uint64_t byte_end);  // under mu_
   static constexpr int kMaxWaits = 20;     // 10 ms each: then read the planned one directly
   std::shared_ptr<const EpochView> view_;
+  std::shared_ptr<const TarLayout> layout_;
   std::shared_ptr<cache::ReadRing> ring_;
   const uint64_t window_;
   Ready ready_;

@@ -36,7 +36,7 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed) {
   nlohmann::json j = {
       {"name", d.name()},
       {"backend", d.config().backend},
-      {"format", std::string(provenance::format_name(d.config().format.format))},
+      {"format", d.config().format.format},
       {"samples", m.sample_count()},
       {"files", m.file_count()},
       {"dirs", m.dir_count()},
@@ -62,13 +62,12 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed) {
                  {"locate_s", l->seconds},
                  {"overflow_values", l->overflow_values},
                  {"value_size", m.fixed_record_size()},
-                 {"repairs", m.lmdb_generation()}};
+                 {"repairs", m.samples_generation()}};
   }
   if (detailed) {
-    const auto& bc = d.source().counters();
     const auto& rc = d.raw_counters();
-    uint64_t mem = bc.memory_bytes.load(std::memory_order_relaxed);
-    uint64_t back = bc.backend_bytes.load(std::memory_order_relaxed);
+    uint64_t mem = rc.reads.memory_bytes.load(std::memory_order_relaxed);
+    uint64_t back = rc.reads.fetched_bytes.load(std::memory_order_relaxed);
     uint64_t requests = rc.requests.load(std::memory_order_relaxed);
     j["served"] = {{"requests", requests},
                    {"bytes", mem + back},
@@ -82,8 +81,8 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed) {
     j["views"]["epochs"] = {{"opens", vc.opens.load(std::memory_order_relaxed)},
                             {"requests", vc.requests.load(std::memory_order_relaxed)},
                             {"bytes", vc.bytes.load(std::memory_order_relaxed)},
-                            {"readahead_hits", vc.ring_hits.load(std::memory_order_relaxed)},
-                            {"backend_reads", vc.backend_reads.load(std::memory_order_relaxed)}};
+                            {"readahead_hits", vc.reads.ring_hits.load(std::memory_order_relaxed)},
+                            {"backend_reads", vc.reads.fetched_reads.load(std::memory_order_relaxed)}};
     if (const cache::RoundPipeline* pipe = d.round_pipeline()) {
       nlohmann::json timeline = nlohmann::json::array();
       for (const auto& e : pipe->timeline())

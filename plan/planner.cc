@@ -33,8 +33,8 @@ Result<std::unique_ptr<Planner>> Planner::create(const std::string& name, const 
       m.sample_count(), plan.round_chunk, 0,
       // An LMDB overflow value's chunk also holds the page header in front of
       // it, which every read of the value checks.
-      [&](uint64_t i) { return m.sample_data_offset(i) - m.sample_header_bytes(i); },
-      [&](uint64_t i) { return m.sample(i).length + m.sample_header_bytes(i); });
+      [&](uint64_t i) { return m.sample_data_offset(i) - m.sample_check_bytes(i); },
+      [&](uint64_t i) { return m.sample(i).length + m.sample_check_bytes(i); });
   const uint64_t total = p->shape_.total_bytes;
   const double r = plan.shuffle_ratio;
   if (r > 0 && r < 1) {

@@ -6,26 +6,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include "provenance/manifest_lmdb.h"
+#include "provenance/dataset_format.h"
 #include "provenance/manifest_scan.h"
 
 namespace dlfs::provenance {
-
-Result<DatasetFormat> parse_format(std::string_view text) {
-  if (text == "files") return DatasetFormat::files;
-  if (text == "fixed") return DatasetFormat::fixed;
-  if (text == "lmdb") return DatasetFormat::lmdb;
-  return Status(EINVAL, "unknown dataset format '" + std::string(text) + "' (use files, fixed or lmdb)");
-}
-
-std::string_view format_name(DatasetFormat f) {
-  switch (f) {
-    case DatasetFormat::files: return "files";
-    case DatasetFormat::fixed: return "fixed";
-    case DatasetFormat::lmdb: return "lmdb";
-  }
-  return "?";
-}
 
 namespace {
 
@@ -100,61 +84,17 @@ struct ManifestBuilder {
     group_by_parent(m.dir_parent_, static_cast<uint32_t>(nd), 1, m.dir_subdirs_begin_, m.dir_subdir_ids_);
     group_by_parent(m.file_parent_, static_cast<uint32_t>(nd), 0, m.dir_files_begin_, m.dir_file_ids_);
     // Directory 0 (the root) is nobody's child.
-    return fill_samples(m, scan);
-  }
-
-  static Status fill_samples(Manifest& m, const ScanResult& scan) {
-    const auto& o = m.options_;
-    if (o.format == DatasetFormat::files) {
-      m.sample_count_ = scan.files.size();
-      return Status::ok();
-    }
-    if (o.format == DatasetFormat::lmdb) return fill_lmdb(m, scan);
-    if (o.record_size == 0) return Status(EINVAL, "record size must be > 0 for format fixed");
-    m.file_first_sample_.reserve(scan.files.size() + 1);
-    m.file_first_sample_.push_back(0);
-    for (const auto& e : scan.files) {
-      if (e.size < o.header_bytes || (e.size - o.header_bytes) % o.record_size != 0)
-        return Status(EINVAL, "file '" + e.path + "' has " + std::to_string(e.size) + " bytes, not " +
-                                  std::to_string(o.header_bytes) + " header + a whole number of " +
-                                  std::to_string(o.record_size) + "-byte records");
-      m.file_first_sample_.push_back(m.file_first_sample_.back() + (e.size - o.header_bytes) / o.record_size);
-    }
-    m.sample_count_ = m.file_first_sample_.back();
-    m.fixed_record_size_ = o.record_size;
     return Status::ok();
   }
 
-  // The environment's data.mdb must sit at the root (files are sorted by
-  // path, so its id is its index in the scan).
-  static Status fill_lmdb(Manifest& m, const ScanResult& scan) {
-    auto it = std::lower_bound(scan.files.begin(), scan.files.end(), std::string("data.mdb"),
-                               [](const ScannedEntry& e, const std::string& p) { return e.path < p; });
-    if (it == scan.files.end() || it->path != "data.mdb")
-      return Status(ENOENT, "dataset root '" + m.root_ +
-                                "' has no data.mdb: format lmdb needs the directory of an LMDB environment");
-    auto st = open_lmdb_state(m.root_, static_cast<uint32_t>(it - scan.files.begin()), it->size,
-                              m.options_.lmdb_spot_leaves);
-    if (!st) return st.status();
-    const auto& t = (*st)->table();
-    m.sample_count_ = t.size();
-    m.fixed_record_size_ = t.empty() ? 0 : t[0].length;
-    for (const auto& v : t)
-      if (v.length != m.fixed_record_size_) {
-        m.fixed_record_size_ = 0;
-        break;
-      }
-    m.lmdb_ = std::move(st).value();
-    return Status::ok();
-  }
 };
 
 Result<Manifest> Manifest::build(const std::string& root, const FormatOptions& options, ScanReport* report) {
   ScanReport local;
   ScanReport& r = report ? *report : local;
   r = ScanReport{};
-  if (options.format == DatasetFormat::fixed && options.record_size == 0)
-    return Status(EINVAL, "record size must be > 0 for format fixed");
+  DLFS_ASSIGN_OR_RETURN(const DatasetFormat* format, find_dataset_format(options.format));
+  DLFS_RETURN_IF_ERROR(format->check_options(options));
   auto scan = scan_tree(root, r);
   if (!scan) return scan.status();
 
@@ -162,6 +102,8 @@ Result<Manifest> Manifest::build(const std::string& root, const FormatOptions& o
   m.root_ = root;
   m.options_ = options;
   DLFS_RETURN_IF_ERROR(ManifestBuilder::fill(m, *scan));
+  DLFS_ASSIGN_OR_RETURN(m.samples_, format->samples(m, options));
+  m.sample_count_ = m.samples_->count();
   for (auto* v : {&m.file_name_off_, &m.file_parent_, &m.dir_name_off_, &m.dir_parent_, &m.dir_mode_,
                   &m.dir_files_begin_, &m.dir_file_ids_, &m.dir_subdirs_begin_, &m.dir_subdir_ids_})
     v->shrink_to_fit();
@@ -172,7 +114,6 @@ Result<Manifest> Manifest::build(const std::string& root, const FormatOptions& o
   m.file_mode_.shrink_to_fit();
   m.file_name_len_.shrink_to_fit();
   m.dir_name_len_.shrink_to_fit();
-  m.file_first_sample_.shrink_to_fit();
 
   uint64_t skipped = r.skipped_symlinks + r.skipped_special + r.unreadable;
   if (skipped) {
@@ -234,41 +175,38 @@ std::optional<uint32_t> Manifest::find_subdir(uint32_t d, std::string_view name)
   return std::nullopt;
 }
 
-SampleLocation Manifest::sample(uint64_t i) const {
-  if (options_.format == DatasetFormat::files) {
-    auto f = static_cast<uint32_t>(i);
-    return {f, 0, file_size(f)};
-  }
-  if (lmdb_) {
-    const auto& v = lmdb_->table()[i];
-    return {lmdb_->info.file, v.offset, v.length};
-  }
-  auto it = std::upper_bound(file_first_sample_.begin(), file_first_sample_.end(), i);
-  auto f = static_cast<uint32_t>(it - file_first_sample_.begin()) - 1;
-  return {f, options_.header_bytes + (i - file_first_sample_[f]) * options_.record_size, options_.record_size};
-}
+Manifest::Manifest() = default;
+Manifest::~Manifest() = default;
+Manifest::Manifest(Manifest&&) noexcept = default;
+Manifest& Manifest::operator=(Manifest&&) noexcept = default;
+
+SampleLocation Manifest::sample(uint64_t i) const { return samples_->at(*this, i); }
 
 uint64_t Manifest::sample_data_offset(uint64_t i) const {
   SampleLocation s = sample(i);
   return file_offset_[s.file] + s.offset;
 }
 
-std::string Manifest::sample_name(uint64_t i) const {
-  SampleLocation s = sample(i);
-  if (options_.format == DatasetFormat::files) return file_path(s.file);
-  const uint64_t index = lmdb_ ? i : i - file_first_sample_[s.file];
-  char idx[32];
-  std::snprintf(idx, sizeof idx, "#%06llu", static_cast<unsigned long long>(index));
-  return file_path(s.file) + idx;
+std::string Manifest::sample_name(uint64_t i) const { return samples_->name(*this, i); }
+std::string Manifest::member_name(uint64_t i) const { return samples_->member_name(*this, i); }
+uint64_t Manifest::fixed_record_size() const { return samples_ ? samples_->fixed_size() : 0; }
+const LmdbInfo* Manifest::lmdb() const { return samples_ ? samples_->lmdb() : nullptr; }
+uint64_t Manifest::sample_check_bytes(uint64_t i) const { return samples_->check_bytes(i); }
+Status Manifest::check_sample(uint64_t i, std::span<const std::byte> bytes) const {
+  return samples_->check(i, bytes);
 }
+Status Manifest::repair_samples(uint64_t seen_generation, const std::string& why) const {
+  return samples_->repair(seen_generation, why);
+}
+uint64_t Manifest::samples_generation() const { return samples_ ? samples_->generation() : 0; }
 
 uint64_t Manifest::memory_bytes() const {
   auto bytes = [](const auto& v) { return static_cast<uint64_t>(v.capacity() * sizeof(v[0])); };
   return names_.capacity() + bytes(file_name_off_) + bytes(file_name_len_) + bytes(file_parent_) +
-         bytes(file_offset_) + bytes(file_mtime_ns_) + bytes(file_mode_) + bytes(file_first_sample_) +
+         bytes(file_offset_) + bytes(file_mtime_ns_) + bytes(file_mode_) +
          bytes(dir_name_off_) + bytes(dir_name_len_) + bytes(dir_parent_) + bytes(dir_mtime_ns_) + bytes(dir_mode_) +
          bytes(dir_files_begin_) + bytes(dir_file_ids_) + bytes(dir_subdirs_begin_) + bytes(dir_subdir_ids_) +
-         (lmdb_ ? lmdb_->table().capacity() * sizeof(lmdb::ValueLocation) + sizeof(LmdbState) : 0) + sizeof(Manifest);
+         (samples_ ? samples_->memory_bytes() : 0) + sizeof(Manifest);
 }
 
 }  // namespace dlfs::provenance

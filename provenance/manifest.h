@@ -7,27 +7,19 @@
 // Stripes, extents and the loader all speak in byte-space offsets; a file is
 // the byte range [file_data_offset(f), file_data_offset(f) + file_size(f)).
 //
-// Formats:
-//  - files: every regular file below the root is one sample, in canonical file
-//    order. Symlinks and special files are reported and skipped, never followed.
-//  - fixed: every regular file is a sequence of fixed-length records, after an
-//    optional header per file; each record is one sample, in file order then
-//    record order. A file whose size minus header is not a whole number of
-//    records is an error naming the file and its size.
-//  - lmdb: the root is an LMDB environment; the samples are the values of its
-//    main database in key order (LMDBIO). Where each value is in data.mdb
-//    comes from the provenance sidecar or, failing that, one walk of the tree
-//    (provenance/lmdb_layout.h); every file, data.mdb included, is still in
-//    the tree and the byte space, so the raw view shows the environment.
+// Formats (provenance/dataset_format.h, one file each: format_*.cc) say
+// what the samples are: files (a file a sample), fixed (fixed-length
+// records), lmdb (the values of an LMDB environment, located from a sidecar).
+// The manifest asks its format's SampleTable for everything about samples.
 //
 // Memory: structure-of-arrays, names stored once (basenames in one arena),
 // samples implicit for `files` and `fixed` (computed, not stored), so a
 // manifest costs well under 100 bytes per sample.
 //
 // Thread safety: immutable after build(); all const methods may be called
-// concurrently. One exception, for lmdb: repair_lmdb() may swap in corrected
-// value offsets (same lengths) when a read finds the sidecar wrong; sample()
-// then answers from the new table (an atomic pointer swap).
+// concurrently. One exception: a format whose reads are checked (lmdb) may
+// repair_samples() (same lengths, corrected offsets) when a read finds a
+// location wrong; sample() then answers from the new ones.
 #pragma once
 
 #include <cstddef>
@@ -43,14 +35,10 @@
 
 namespace dlfs::provenance {
 
-enum class DatasetFormat { files, fixed, lmdb };
-
-// "files" / "fixed" / "lmdb" <-> enum; parse errors name the text and the choices.
-Result<DatasetFormat> parse_format(std::string_view text);
-std::string_view format_name(DatasetFormat f);
+class SampleTable;  // dataset_format.h
 
 struct FormatOptions {
-  DatasetFormat format = DatasetFormat::files;
+  std::string format = "files";  // a registered DatasetFormat's name (dataset_formats.cc)
   uint64_t record_size = 0;   // fixed: bytes per record (> 0)
   uint64_t header_bytes = 0;  // fixed: bytes skipped at the start of every file
   // lmdb: random leaf pages compared with the sidecar's locations at open,
@@ -68,8 +56,6 @@ struct LmdbInfo {
   double seconds = 0;         // to get the locations at build()
   uint64_t overflow_values = 0;
 };
-
-struct LmdbState;  // manifest.cc
 
 // Where one sample's bytes are.
 struct SampleLocation {
@@ -92,6 +78,7 @@ class Manifest {
  public:
   // Scans `root` (a directory) and builds the manifest. Errors name the path
   // and the problem (missing, not a directory, unreadable, bad record size).
+  // `options.format` names the format (an error lists the registered ones).
   static Result<Manifest> build(const std::string& root, const FormatOptions& options,
                                 ScanReport* report = nullptr);
   Manifest();
@@ -127,32 +114,28 @@ class Manifest {
   std::optional<uint32_t> find_file(uint32_t d, std::string_view name) const;
   std::optional<uint32_t> find_subdir(uint32_t d, std::string_view name) const;
 
-  // ---- samples (ids 0..sample_count()-1, canonical order) ----
+  // ---- samples (ids 0..sample_count()-1, canonical order; from the format) ----
   uint64_t sample_count() const { return sample_count_; }
   SampleLocation sample(uint64_t i) const;
   uint64_t sample_data_offset(uint64_t i) const;  // byte-space offset of sample i
   // "a/b/c.jpg" for files; "a/data_batch_1.bin#000123" (record index) for
   // fixed; "data.mdb#000123" (key order index) for lmdb.
   std::string sample_name(uint64_t i) const;
+  // A relative path naming sample i in views (tar members, directory entries).
+  std::string member_name(uint64_t i) const;
   // Every sample has this many bytes (fixed; lmdb when all values are one
   // size), else 0: the `.bin` view exists when it is not 0.
-  uint64_t fixed_record_size() const { return fixed_record_size_; }
-
-  // ---- lmdb ----
+  uint64_t fixed_record_size() const;
   const LmdbInfo* lmdb() const;  // nullptr for other formats
-  // Bytes before sample i that a read must check: 16 (the page header) for a
-  // value in LMDB overflow pages, else 0. They sit right before the value.
-  uint64_t sample_header_bytes(uint64_t i) const;
-  // Checks the header bytes read from just before sample i (EBADMSG, naming
-  // the record and the page, when they are not its overflow page header).
-  Status check_sample_header(uint64_t i, std::span<const std::byte> header) const;
-  // A read found a location wrong: walk the tree once and, if the walk gives
-  // the same lengths, swap in its offsets (EIO if the lengths differ: views
-  // already sized by them cannot be served; restart the daemon). Idempotent
-  // per generation: a caller that saw generation g and finds it moved on
-  // returns at once. lmdb_generation() counts swaps.
-  Status repair_lmdb(uint64_t seen_generation, const std::string& why) const;
-  uint64_t lmdb_generation() const;
+
+  // Per-read integrity (SampleTable): the bytes right before sample i that a
+  // read must check (lmdb: 16, an overflow value's page header; else 0), the
+  // check (EBADMSG: the location is wrong), a repair from the source of truth
+  // (idempotent per generation), and the number of repairs so far.
+  uint64_t sample_check_bytes(uint64_t i) const;
+  Status check_sample(uint64_t i, std::span<const std::byte> bytes) const;
+  Status repair_samples(uint64_t seen_generation, const std::string& why) const;
+  uint64_t samples_generation() const;
 
   // ---- totals ----
   uint64_t total_bytes() const { return total_bytes_; }  // size of the byte space
@@ -174,10 +157,7 @@ class Manifest {
   std::vector<uint64_t> file_offset_;     // prefix sum of sizes, file_count()+1 entries
   std::vector<int64_t> file_mtime_ns_;
   std::vector<uint16_t> file_mode_;
-  // fixed format: first sample id of each file (size file_count()+1)
-  std::vector<uint64_t> file_first_sample_;
-  uint64_t fixed_record_size_ = 0;
-  std::unique_ptr<LmdbState> lmdb_;  // lmdb format only
+  std::unique_ptr<SampleTable> samples_;  // the format's
 
   // directories
   std::vector<uint32_t> dir_name_off_;

@@ -34,7 +34,7 @@ record_size = 3073
   EXPECT_EQ(c->extent_size, 4u << 20);
   EXPECT_EQ(c->read_size, 1u << 20);
   ASSERT_EQ(c->datasets.size(), 2u);
-  EXPECT_EQ(c->datasets[1].format.format, provenance::DatasetFormat::fixed);
+  EXPECT_EQ(c->datasets[1].format.format, "fixed");
   EXPECT_EQ(c->datasets[1].format.record_size, 3073u);
   EXPECT_TRUE(validate_config(*c).is_ok());
 }
@@ -75,7 +75,7 @@ TEST(Config, ValidationCatchesInconsistencies) {
   c.datasets[1].name = "../evil";
   EXPECT_NE(validate_config(c).message().find("not valid"), std::string::npos);
   c.datasets[1].name = "b";
-  c.datasets[1].format.format = provenance::DatasetFormat::fixed;
+  c.datasets[1].format.format = "fixed";
   EXPECT_NE(validate_config(c).message().find("record_size"), std::string::npos);
   c.datasets[1].format.record_size = 10;
   EXPECT_TRUE(validate_config(c).is_ok());

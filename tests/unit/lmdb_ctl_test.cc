@@ -365,7 +365,7 @@ TEST_F(LmdbCtl, IngestFixedRecordsAsDatum) {
   }
   IngestOptions o = options("cdb");
   o.src = (base_ / "cifar").string();
-  o.format.format = provenance::DatasetFormat::fixed;
+  o.format.format = "fixed";
   o.format.record_size = kRecord;
   o.values = ValueStyle::datum;
   o.label_bytes = 2;
@@ -399,7 +399,7 @@ TEST_F(LmdbCtl, IngestFixedRecordsAsDatum) {
 
 TEST_F(LmdbCtl, IngestRefusesBadOptionsAndExistingOutput) {
   auto o = options("db");
-  o.format.format = provenance::DatasetFormat::fixed;
+  o.format.format = "fixed";
   o.format.record_size = 3000;  // the files are not multiples of it
   auto r = ingest(o);
   ASSERT_FALSE(r.is_ok());

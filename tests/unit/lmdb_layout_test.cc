@@ -269,7 +269,7 @@ TEST_F(LmdbLayoutTest, DamagedSidecarAndDatabaseGiveClearErrors) {
 
 FormatOptions lmdb_format(uint32_t spot_leaves = 32) {
   FormatOptions o;
-  o.format = DatasetFormat::lmdb;
+  o.format = "lmdb";
   o.lmdb_spot_leaves = spot_leaves;
   return o;
 }
@@ -290,7 +290,7 @@ TEST_F(LmdbLayoutTest, ManifestSamplesAreTheValuesInKeyOrder) {
     ASSERT_EQ(s.file, f);
     ASSERT_EQ(pread_str(s.offset, s.length), value_of(i, value_size(i, false))) << "sample " << i;
     ASSERT_EQ(m->sample_data_offset(i), m->file_data_offset(f) + s.offset);
-    EXPECT_EQ(m->sample_header_bytes(i), s.length > 2000 ? 16u : 0u) << i;
+    EXPECT_EQ(m->sample_check_bytes(i), s.length > 2000 ? 16u : 0u) << i;
   }
   EXPECT_EQ(m->sample_name(42), "data.mdb#000042");
 }
@@ -327,18 +327,18 @@ TEST_F(LmdbLayoutTest, ReadCheckRepairsAWrongOffsetTheSpotChecksMissed) {
 
   // The read of record i checks the header in front of where it thinks i is.
   std::string h = pread_str(m->sample(i).offset - 16, 16);
-  Status st = m->check_sample_header(i, std::as_bytes(std::span(h)));
+  Status st = m->check_sample(i, std::as_bytes(std::span(h)));
   ASSERT_EQ(st.err(), EBADMSG) << st.message();
   EXPECT_NE(st.message().find("record " + std::to_string(i)), std::string::npos) << st.message();
 
-  ASSERT_TRUE(m->repair_lmdb(0, st.message()).is_ok());
-  EXPECT_EQ(m->lmdb_generation(), 1u);
+  ASSERT_TRUE(m->repair_samples(0, st.message()).is_ok());
+  EXPECT_EQ(m->samples_generation(), 1u);
   for (uint64_t r = 0; r < truth.size(); ++r) ASSERT_EQ(m->sample(r).offset, truth[r].offset) << r;
   h = pread_str(m->sample(i).offset - 16, 16);
-  EXPECT_TRUE(m->check_sample_header(i, std::as_bytes(std::span(h))).is_ok());
+  EXPECT_TRUE(m->check_sample(i, std::as_bytes(std::span(h))).is_ok());
   // A second reader that saw generation 0 does not walk again.
-  EXPECT_TRUE(m->repair_lmdb(0, "late").is_ok());
-  EXPECT_EQ(m->lmdb_generation(), 1u);
+  EXPECT_TRUE(m->repair_samples(0, "late").is_ok());
+  EXPECT_EQ(m->samples_generation(), 1u);
 }
 
 TEST_F(LmdbLayoutTest, ReadCheckWithWrongLengthsStopsServing) {
@@ -360,13 +360,13 @@ TEST_F(LmdbLayoutTest, ReadCheckWithWrongLengthsStopsServing) {
   ASSERT_TRUE(m.is_ok());
   ASSERT_EQ(m->lmdb()->source, "sidecar (explicit)");
   std::string h = pread_str(m->sample(a).offset - 16, 16);
-  Status st = m->check_sample_header(a, std::as_bytes(std::span(h)));
+  Status st = m->check_sample(a, std::as_bytes(std::span(h)));
   ASSERT_EQ(st.err(), EBADMSG) << st.message();
-  Status r = m->repair_lmdb(0, st.message());
+  Status r = m->repair_samples(0, st.message());
   ASSERT_EQ(r.err(), EIO);
   EXPECT_NE(r.message().find("restart dlfsd"), std::string::npos) << r.message();
   // From now on every checked read fails rather than serve a wrong byte.
-  EXPECT_EQ(m->check_sample_header(b, std::as_bytes(std::span(h))).err(), EIO);
+  EXPECT_EQ(m->check_sample(b, std::as_bytes(std::span(h))).err(), EIO);
 }
 
 }  // namespace

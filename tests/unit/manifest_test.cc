@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "provenance/dataset_format.h"
 #include "provenance/manifest.h"
 
 namespace dlfs::provenance {
@@ -135,7 +136,7 @@ TEST_F(ManifestTest, RootErrorsNameThePath) {
 TEST_F(ManifestTest, FixedRecordsWithHeaders) {
   write("data_batch_1.bin", 16 + 3 * 100);
   write("data_batch_2.bin", 16 + 2 * 100);
-  FormatOptions o{DatasetFormat::fixed, 100, 16};
+  FormatOptions o{"fixed", 100, 16};
   Manifest m = build(o);
   ASSERT_EQ(m.sample_count(), 5u);
   auto s = m.sample(3);
@@ -151,14 +152,14 @@ TEST_F(ManifestTest, FixedRecordsWithHeaders) {
 TEST_F(ManifestTest, FixedRecordErrors) {
   write("good.bin", 300);
   write("bad.bin", 301);
-  auto r = Manifest::build(root_, {DatasetFormat::fixed, 100, 0});
+  auto r = Manifest::build(root_, {"fixed", 100, 0});
   ASSERT_FALSE(r.is_ok());
   EXPECT_NE(r.status().message().find("bad.bin"), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("301"), std::string::npos);
-  auto zero = Manifest::build(root_, {DatasetFormat::fixed, 0, 0});
+  auto zero = Manifest::build(root_, {"fixed", 0, 0});
   ASSERT_FALSE(zero.is_ok());
   EXPECT_NE(zero.status().message().find("record size"), std::string::npos);
-  auto header = Manifest::build(root_, {DatasetFormat::fixed, 1, 400});
+  auto header = Manifest::build(root_, {"fixed", 1, 400});
   ASSERT_FALSE(header.is_ok());  // header larger than the file
 }
 
@@ -201,7 +202,7 @@ TEST_F(ManifestTest, MillionsOfFixedRecordsLookUpFast) {
   write("big.bin", 1280000 * 8);
   write("small_a.bin", 8 * 3);
   write("small_b.bin", 8 * 5);
-  Manifest m = build({DatasetFormat::fixed, 8, 0});
+  Manifest m = build({"fixed", 8, 0});
   ASSERT_EQ(m.sample_count(), 1280008u);
   EXPECT_EQ(m.sample(0).file, 0u);
   EXPECT_EQ(m.sample(1279999).offset, 1279999u * 8);
@@ -359,7 +360,7 @@ TEST_F(ManifestTest, FixedSkipsFilesWithOnlyAHeaderAndNamesRecordsAcrossFiles) {
   write("b/h2.bin", 4);
   write("b/h3.bin", 4 + 2 * 10);
   write("c.bin", 4);
-  Manifest m = build({DatasetFormat::fixed, 10, 4});
+  Manifest m = build({"fixed", 10, 4});
   ASSERT_EQ(m.file_count(), 5u);
   ASSERT_EQ(m.sample_count(), 152u);
   for (uint64_t i = 0; i < 150; ++i) {
@@ -384,12 +385,12 @@ TEST_F(ManifestTest, FixedSkipsFilesWithOnlyAHeaderAndNamesRecordsAcrossFiles) {
 TEST_F(ManifestTest, FixedErrorNamesTheFileInItsDirectory) {
   write("ok/a.bin", 32);
   write("sub/dir/odd.bin", 33);
-  auto r = Manifest::build(root_, {DatasetFormat::fixed, 8, 0});
+  auto r = Manifest::build(root_, {"fixed", 8, 0});
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.status().err(), EINVAL);
   EXPECT_NE(r.status().message().find("sub/dir/odd.bin"), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("33"), std::string::npos);
-  auto header = Manifest::build(root_, {DatasetFormat::fixed, 1, 33});
+  auto header = Manifest::build(root_, {"fixed", 1, 33});
   ASSERT_FALSE(header.is_ok());
   EXPECT_NE(header.status().message().find("ok/a.bin"), std::string::npos) << header.status().message();
 }
@@ -400,7 +401,7 @@ TEST_F(ManifestTest, FixedMillionRecordsAmongSmallFilesCostAlmostNothingPerSampl
   write("big.bin", 16 + 1280000ull * 8);
   write("c_small.bin", 16 + 8 * 1);
   write("d_small.bin", 16 + 8 * 9);
-  Manifest m = build({DatasetFormat::fixed, 8, 16});
+  Manifest m = build({"fixed", 8, 16});
   ASSERT_EQ(m.sample_count(), 7u + 1280000 + 1 + 9);
   const uint64_t big0 = 7, big_end = 7 + 1280000;
   EXPECT_EQ(m.sample(6).file, 0u);
@@ -477,13 +478,23 @@ TEST_F(ManifestTest, UnpaddedNamesInManyDirsMatchSortedPaths) {
   EXPECT_LT(static_cast<double>(m.memory_bytes()) / static_cast<double>(m.sample_count()), 100.0);
 }
 
-TEST(ManifestFormat, ParseAndName) {
-  EXPECT_EQ(*parse_format("files"), DatasetFormat::files);
-  EXPECT_EQ(*parse_format("fixed"), DatasetFormat::fixed);
-  auto bad = parse_format("tfrecord");
+TEST(ManifestFormat, RegistryFindsEveryFormatByName) {
+  std::vector<std::string> names;
+  for (const DatasetFormat* f : dataset_formats()) names.emplace_back(f->name());
+  EXPECT_EQ(names, (std::vector<std::string>{"files", "fixed", "lmdb"}));
+  for (const auto& n : names) {
+    auto f = find_dataset_format(n);
+    ASSERT_TRUE(f.is_ok()) << n;
+    EXPECT_EQ((*f)->name(), n);
+  }
+  auto bad = find_dataset_format("tfrecord");
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("tfrecord"), std::string::npos);
-  EXPECT_EQ(format_name(DatasetFormat::fixed), "fixed");
+  EXPECT_NE(bad.status().message().find("files, fixed, lmdb"), std::string::npos) << bad.status().message();
+  // A dataset built with an unknown format names it.
+  auto m = Manifest::build("/", FormatOptions{"tfrecord"});
+  ASSERT_FALSE(m.is_ok());
+  EXPECT_NE(m.status().message().find("tfrecord"), std::string::npos);
 }
 
 }  // namespace

@@ -64,10 +64,10 @@ struct IngestArgs {
 int run_ingest(IngestArgs& a) {
   if ((a.label_bytes->count() || a.shape_opt->count()) && (a.format != "fixed" || a.value != "datum"))
     return report_error("ingest", Status(EINVAL, "--label-bytes and --shape apply to --format fixed --value datum only"));
-  a.o.format.format = a.format == "fixed" ? provenance::DatasetFormat::fixed : provenance::DatasetFormat::files;
-  if (a.o.format.format == provenance::DatasetFormat::fixed && a.o.format.record_size == 0)
+  a.o.format.format = a.format == "fixed" ? "fixed" : "files";
+  if (a.o.format.format == "fixed" && a.o.format.record_size == 0)
     return report_error("ingest", Status(EINVAL, "--format fixed needs --record-size"));
-  if (a.o.format.format == provenance::DatasetFormat::files && (a.o.format.record_size || a.o.format.header_bytes))
+  if (a.o.format.format == "files" && (a.o.format.record_size || a.o.format.header_bytes))
     return report_error("ingest", Status(EINVAL, "--record-size and --header-bytes apply to --format fixed only"));
   a.o.keys = a.keys == "index_name" ? KeyStyle::index_name : KeyStyle::index;
   a.o.values = a.value == "datum" ? ValueStyle::datum : ValueStyle::raw;

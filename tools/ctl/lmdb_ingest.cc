@@ -99,11 +99,11 @@ std::vector<int32_t> top_level_labels(const provenance::Manifest& m) {
 }
 
 Status check_options(const IngestOptions& o) {
-  if (o.format.format == provenance::DatasetFormat::lmdb)
+  if (o.format.format == "lmdb")
     return Status(EINVAL, "--format lmdb: the source must be a files or fixed dataset");
   if (o.label_bytes > 4) return Status(EINVAL, "--label-bytes " + std::to_string(o.label_bytes) + ": at most 4");
   if (o.shape[0] && !(o.shape[1] && o.shape[2])) return Status(EINVAL, "--shape: C, H and W must all be positive");
-  if (o.values == ValueStyle::datum && o.format.format == provenance::DatasetFormat::fixed) {
+  if (o.values == ValueStyle::datum && o.format.format == "fixed") {
     if (o.label_bytes >= o.format.record_size)
       return Status(EINVAL, "--label-bytes " + std::to_string(o.label_bytes) + " leaves no data in " +
                                 std::to_string(o.format.record_size) + "-byte records");
@@ -178,7 +178,7 @@ Result<IngestSummary> ingest(const IngestOptions& o) {
   // index order (the provenance says "put in key order": checked below).
   const size_t width = std::max<size_t>(8, std::to_string(n).size());
   std::vector<int32_t> labels;
-  if (o.values == ValueStyle::datum && o.format.format == provenance::DatasetFormat::files) labels = top_level_labels(m);
+  if (o.values == ValueStyle::datum && o.format.format == "files") labels = top_level_labels(m);
 
   IngestSummary sum;
   // Errors after this point leave a partial database behind: say so.
@@ -213,7 +213,7 @@ Result<IngestSummary> ingest(const IngestOptions& o) {
     std::span<const std::byte> bytes(buf);
     if (o.values == ValueStyle::datum) {
       DatumFields f;
-      if (o.format.format == provenance::DatasetFormat::files) {
+      if (o.format.format == "files") {
         f.label = labels[m.file_parent(s.file)];
         f.encoded = true;
       } else {

@@ -1,0 +1,135 @@
+#include "fs/view_tar.h"
+
+#include <algorithm>
+
+#include "fs/dataset.h"
+#include "fs/opportunistic_stream.h"
+#include "fs/tar_format.h"
+#include "fs/view_format.h"
+#include "fs/view_stream.h"
+
+namespace dlfs::fs {
+namespace {
+
+const std::byte kZeros[kTarBlock] = {};
+
+// Appends the bytes of [pos, end) that fall in member k (header, data,
+// padding) starting at member_begin; returns the new position.
+Status read_member(const EpochView& view, uint64_t k, uint64_t member_begin, uint64_t& pos, uint64_t end,
+                   cache::Gather& out, cache::ReadRing* ring) {
+  const std::string name = view.member_name(k);
+  const uint64_t hb = tar_header_bytes(name), len = view.sample_length(k);
+  const uint64_t data_begin = member_begin + hb, data_end = data_begin + len;
+  const uint64_t member_end = member_begin + tar_member_bytes(name, len);
+  if (pos < data_begin) {  // header bytes, generated (on the stack: long names are rare)
+    std::byte small[4096];
+    std::vector<std::byte> big(hb > sizeof small ? hb : 0);
+    std::byte* header = big.empty() ? small : big.data();
+    const auto& m = view.dataset().manifest();
+    write_tar_header(name, len, m.file_mtime_ns(m.sample(view.sample_at(k)).file) / 1000000000, 0444, header);
+    const uint64_t n = std::min(end, data_begin) - pos;
+    out.add_copy(header + (pos - member_begin), n);
+    pos += n;
+  }
+  if (pos < end && pos < data_end) {  // sample bytes
+    const uint64_t n = std::min(end, data_end) - pos;
+    DLFS_RETURN_IF_ERROR(view.read_sample(k, pos - data_begin, n, out, ring));
+    pos += n;
+  }
+  if (pos < end && pos < member_end) {  // padding to 512
+    const uint64_t n = std::min(end, member_end) - pos;
+    out.add_ref(kZeros, n);
+    pos += n;
+  }
+  return Status::ok();
+}
+
+class TarView final : public ViewFormat {
+ public:
+  std::string_view extension() const override { return ".tar"; }
+  uint64_t size(const EpochView& view) const override { return TarLayout::of(view)->size(); }
+  Result<OpenResult> open(const std::shared_ptr<const EpochView>& view) const override;
+};
+
+// A tar stream in the planned order: identical bytes on every open.
+class TarFile final : public OpenFile {
+ public:
+  TarFile(std::shared_ptr<const EpochView> view, std::shared_ptr<cache::ReadRing> ring)
+      : view_(std::move(view)), layout_(TarLayout::of(*view_)), ring_(std::move(ring)) {}
+  Status read(uint64_t offset, uint64_t size, cache::Gather& out) override {
+    return layout_->read(*view_, offset, size, out, ring_.get());
+  }
+  const Dataset* dataset() const override { return &view_->dataset(); }
+
+ private:
+  std::shared_ptr<const EpochView> view_;
+  std::shared_ptr<const TarLayout> layout_;
+  std::shared_ptr<cache::ReadRing> ring_;
+};
+
+Result<OpenResult> TarView::open(const std::shared_ptr<const EpochView>& view) const {
+  OpenResult r;
+  auto ring = make_read_ring(view);
+  if (view->dataset().planner().opportunistic()) {
+    // Each open may order the stream differently: no page cache for it.
+    r.direct_io = true;
+    r.file = std::make_unique<OpportunisticStream>(view, ring, view->dataset().planner().config().opportunistic_window);
+    return r;
+  }
+  r.keep_cache = true;  // a view's bytes are a pure function of its name: cacheable
+  r.file = std::make_unique<TarFile>(view, std::move(ring));
+  return r;
+}
+
+}  // namespace
+
+std::shared_ptr<const TarLayout> TarLayout::of(const EpochView& view) {
+  static const size_t slot = *view_format_index(".tar");
+  return view.layout<TarLayout>(slot, [](const EpochView& v) {
+    auto l = std::make_shared<TarLayout>();
+    l->begin_.resize(v.count() + 1);
+    uint64_t off = 0;
+    for (uint64_t k = 0; k < v.count(); ++k) {
+      l->begin_[k] = off;
+      off += tar_member_bytes(v.member_name(k), v.sample_length(k));
+    }
+    l->begin_[v.count()] = off;
+    return l;
+  });
+}
+
+uint64_t TarLayout::size() const { return begin_.back() + kTarTrailer; }
+
+uint64_t TarLayout::data_offset(const EpochView& view, uint64_t k) const {
+  return begin_[k] + tar_header_bytes(view.member_name(k));
+}
+
+Status TarLayout::read(const EpochView& view, uint64_t offset, uint64_t size, cache::Gather& out,
+                       cache::ReadRing* ring, const MemberOrder* served) const {
+  // Member j of the stream is planned position k_of(j) and starts at begin[j].
+  const std::vector<uint64_t>& begin = served ? served->begin : begin_;
+  auto k_of = [&](uint64_t j) { return served ? served->planned[j] : j; };
+  const uint64_t total = this->size(), count = view.count();
+  if (offset >= total) return Status::ok();
+  const uint64_t end = std::min(total, offset + size);
+  uint64_t pos = offset;
+  // The member holding `pos`: O(log n), so a seek anywhere is cheap.
+  uint64_t j = static_cast<uint64_t>(std::upper_bound(begin.begin(), begin.end(), pos) - begin.begin()) - 1;
+  if (!served) advance_ring(view, ring, std::min(j, count ? count - 1 : 0));  // opportunistic: the stream does
+  for (; pos < end && j < count; ++j) {
+    DLFS_RETURN_IF_ERROR(read_member(view, k_of(j), begin[j], pos, end, out, ring));
+  }
+  while (pos < end) {  // the two zero blocks that end the archive
+    const uint64_t n = std::min<uint64_t>(end - pos, kTarBlock);
+    out.add_ref(kZeros, n);
+    pos += n;
+  }
+  return Status::ok();
+}
+
+const ViewFormat& tar_view() {
+  static const TarView format;
+  return format;
+}
+
+}  // namespace dlfs::fs

@@ -1,0 +1,79 @@
+// DatasetFormat: what a backend tree's samples are. A format turns the
+// scanned tree (a Manifest: files, directories, the byte space) into a
+// SampleTable for one dataset: where each sample's bytes are, what it is
+// called, and what a read must check before serving it.
+//
+// Formats are registered in provenance/dataset_formats.cc, one line each;
+// `format = "<name>"` in a dataset's config picks one. Adding a format: one
+// new file (format_<name>.cc: a DatasetFormat and its SampleTable), its name
+// in provenance/meson.build, and one line in dataset_formats.cc
+// (docs/architecture.md, "Adding a dataset format").
+//
+// Thread safety: a SampleTable is immutable once made, except that a format
+// whose reads are checked may repair() its locations (same lengths) while
+// readers use them; at() then answers from the new ones.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "provenance/manifest.h"
+
+namespace dlfs::provenance {
+
+// One dataset's samples, in canonical order (ids 0..count()-1). Methods take
+// the tree they were made from: a table stores only what the tree does not
+// already hold (a manifest costs well under 100 bytes per sample).
+class SampleTable {
+ public:
+  virtual ~SampleTable() = default;
+  virtual uint64_t count() const = 0;
+  virtual SampleLocation at(const Manifest& tree, uint64_t i) const = 0;
+  // The canonical name, for the .index view and logs: "a/b/c.jpg",
+  // "a/data_batch_1.bin#000123" (record index), "data.mdb#000123" (key order).
+  virtual std::string name(const Manifest& tree, uint64_t i) const = 0;
+  // A relative path naming the sample inside views (tar members, directory
+  // entries): "a/b/c.jpg", "a/data_batch_1.bin/00000123.bin".
+  virtual std::string member_name(const Manifest& tree, uint64_t i) const = 0;
+  // Every sample has this many bytes (the .bin view exists), else 0.
+  virtual uint64_t fixed_size() const { return 0; }
+
+  // Per-read integrity. check_bytes(i) bytes right before sample i are read
+  // and passed to check() before any byte of the sample is served; EBADMSG
+  // means "the location is wrong": the reader then calls repair() once (with
+  // the generation it saw) and retries from the corrected location.
+  virtual uint64_t check_bytes(uint64_t /*i*/) const { return 0; }
+  virtual Status check(uint64_t /*i*/, std::span<const std::byte> /*bytes*/) const { return Status::ok(); }
+  virtual Status repair(uint64_t /*seen_generation*/, const std::string& why) const {
+    return Status(EIO, why);
+  }
+  // Repairs so far: while 0, data placed from the original locations (round
+  // buffers, read-ahead slots) is valid.
+  virtual uint64_t generation() const { return 0; }
+
+  virtual const LmdbInfo* lmdb() const { return nullptr; }  // lmdb: where the locations came from
+  virtual uint64_t memory_bytes() const = 0;                 // heap bytes held
+};
+
+class DatasetFormat {
+ public:
+  virtual ~DatasetFormat() = default;
+  virtual std::string_view name() const = 0;
+  virtual std::string_view summary() const = 0;  // one line, for --help and docs
+  // Options of other formats must be left at their defaults; errors name the option.
+  virtual Status check_options(const FormatOptions& options) const = 0;
+  // Errors name the file and what is wrong with it.
+  virtual Result<std::unique_ptr<SampleTable>> samples(const Manifest& tree, const FormatOptions& options) const = 0;
+};
+
+// Every registered format, in registration order.
+const std::vector<const DatasetFormat*>& dataset_formats();
+// The format called `name`; the error lists the registered names.
+Result<const DatasetFormat*> find_dataset_format(std::string_view name);
+
+}  // namespace dlfs::provenance

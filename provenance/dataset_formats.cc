@@ -1,0 +1,32 @@
+// The registry of dataset formats: one line per format (DLFS_DATASET_FORMATS).
+#include "provenance/dataset_format.h"
+
+namespace dlfs::provenance {
+
+// X(name): format_<name>.cc defines `const DatasetFormat& name##_format()`.
+#define DLFS_DATASET_FORMATS(X) \
+  X(files)                      \
+  X(fixed)                      \
+  X(lmdb)
+
+#define DLFS_DECLARE_FORMAT(name) const DatasetFormat& name##_format();
+DLFS_DATASET_FORMATS(DLFS_DECLARE_FORMAT)
+#undef DLFS_DECLARE_FORMAT
+
+const std::vector<const DatasetFormat*>& dataset_formats() {
+#define DLFS_LIST_FORMAT(name) &name##_format(),
+  static const std::vector<const DatasetFormat*> all = {DLFS_DATASET_FORMATS(DLFS_LIST_FORMAT)};
+#undef DLFS_LIST_FORMAT
+  return all;
+}
+
+Result<const DatasetFormat*> find_dataset_format(std::string_view name) {
+  std::string names;
+  for (const DatasetFormat* f : dataset_formats()) {
+    if (f->name() == name) return f;
+    names += (names.empty() ? "" : ", ") + std::string(f->name());
+  }
+  return Status(EINVAL, "unknown dataset format '" + std::string(name) + "' (use " + names + ")");
+}
+
+}  // namespace dlfs::provenance
