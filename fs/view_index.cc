@@ -1,20 +1,12 @@
 // The .index view: what rank r's stream holds, as text generated at open
 // (direct I/O): a header line with the plan, then one line per position:
 // k, sample id, offset of its data in the .tar view, length, member name.
-#include <cstdio>
-
 #include "fs/dataset.h"
 #include "fs/view_format.h"
 #include "fs/view_tar.h"
 
 namespace dlfs::fs {
 namespace {
-
-std::string fmt_double(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.6f", v);
-  return b;
-}
 
 std::string index_text(const EpochView& v) {
   const Dataset& ds = v.dataset();
@@ -24,8 +16,8 @@ std::string index_text(const EpochView& v) {
                   " world_size=" + std::to_string(key.world_size) + " rank=" + std::to_string(key.rank) +
                   " samples=" + std::to_string(v.count()) + " seed=" + std::to_string(p.seed()) +
                   " remainder=" + p.remainder_name() + " order=" + p.order_name() + " rounds=" +
-                  std::to_string(v.rounds()) + " shuffle_ratio=" + fmt_double(p.ratio()) +
-                  " rl=" + fmt_double(p.randomization_level()) + "\n";
+                  std::to_string(v.rounds()) + " shuffle_ratio=" + v.xattr("user.dlfs.shuffle_ratio") +
+                  " rl=" + v.xattr("user.dlfs.rl") + "\n";
   const auto tar = TarLayout::of(v);
   t.reserve(t.size() + v.count() * 48);
   for (uint64_t k = 0; k < v.count(); ++k) {
