@@ -1,6 +1,7 @@
 // ViewRegistry: small numbers for the epoch views looked up so far, so that
 // a view (epoch, W, rank) fits in an inode number, and a cache of the views
-// built most recently (building one costs O(samples in the view)).
+// used most recently (a view keeps its formats' layouts, e.g. the tar member
+// offsets, which cost O(samples in the view) to build).
 //
 // Numbers are handed out in lookup order and live as long as the daemon:
 // at most kMaxViews per dataset. Thread safe (one mutex; lookups and opens,
