@@ -22,23 +22,7 @@ same_tree "$WORK/data" "$WORK/mnt/ds/raw"
 fds_after=$(ls /proc/"$DAEMON_PID"/fd | wc -l)
 [ "$fds_after" -le "$((fds_before + 2))" ] || fail "dlfsd fds grew from $fds_before to $fds_after (leak)"
 # size, permission bits without write, mtime
-"$PYTHON" - "$WORK/data" "$WORK/mnt/ds/raw" <<'PY'
-import os, stat, sys
-a, b = sys.argv[1], sys.argv[2]
-n = 0
-for dirpath, dirs, files in os.walk(a):
-    for name in files + dirs:
-        pa = os.path.join(dirpath, name)
-        pb = os.path.join(b, os.path.relpath(pa, a))
-        sa, sb = os.lstat(pa), os.lstat(pb)
-        assert stat.S_IFMT(sa.st_mode) == stat.S_IFMT(sb.st_mode), pb
-        if stat.S_ISREG(sa.st_mode):
-            assert sa.st_size == sb.st_size, (pb, sa.st_size, sb.st_size)
-        assert stat.S_IMODE(sb.st_mode) == stat.S_IMODE(sa.st_mode) & ~0o222, (pb, oct(sb.st_mode))
-        assert sa.st_mtime_ns == sb.st_mtime_ns, pb
-        n += 1
-print(f"{n} entries: sizes, modes and mtimes match")
-PY
+"$PYTHON" "$(dirname "$0")/check_attrs.py" "$WORK/data" "$WORK/mnt/ds/raw"
 
 # inode numbers are stable across lookups
 i1=$(stat -c %i "$WORK/mnt/ds/raw/zero_length"); i2=$(stat -c %i "$WORK/mnt/ds/raw/zero_length")

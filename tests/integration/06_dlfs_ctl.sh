@@ -13,19 +13,15 @@ ctl() { "$DLFS_CTL" --socket "$sock" "$@"; }
 
 ctl status | tee "$WORK/status.txt"
 grep -q "ds" "$WORK/status.txt" || fail "status does not list the dataset"
-ctl status --json | "$PYTHON" -c 'import json,sys; s=json.load(sys.stdin); assert s["datasets"][0]["name"]=="ds"; assert s["datasets"][0]["load"]["state"]=="done"'
+CHECK_JSON="$(dirname "$0")/check_ctl_json.py"
+ctl status --json | "$PYTHON" "$CHECK_JSON" status --name ds
 cat "$WORK/mnt/ds/raw/$(cd "$WORK/data" && find . -type f -print -quit)" >/dev/null
-ctl stats --json | "$PYTHON" -c '
-import json,sys
-s=json.load(sys.stdin); d=s["datasets"][0]
-assert d["samples"]==300, d["samples"]
-assert d["served"]["bytes"]>0 and d["views"]["raw"]["opens"]>0, d
-assert s["memory"]["metadata_bytes_per_sample"]>0'
+ctl stats --json | "$PYTHON" "$CHECK_JSON" stats --samples 300
 ctl stats >/dev/null
 
 ctl verify | tee "$WORK/verify.txt"
 grep -qi "ok" "$WORK/verify.txt" || fail "verify did not report ok"
-ctl verify --json | "$PYTHON" -c 'import json,sys; r=json.load(sys.stdin); assert r["ok"] and r["datasets"][0]["extents_checked"]>0, r'
+ctl verify --json | "$PYTHON" "$CHECK_JSON" verify
 
 # Change one byte of a backend file (same size): verify must fail and say where.
 f=$(cd "$WORK/data" && find . -type f | LC_ALL=C sort | sed -n 100p)

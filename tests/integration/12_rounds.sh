@@ -19,28 +19,8 @@ for R in 0.5 0.25; do
   "$PYTHON" "$CHECK" "$WORK/mnt" c "$WORK/fixed" --format fixed --record-size 3073 --header-bytes 16 \
     --samples 6007 --epochs 0,1 --world-sizes 1,2 --threads 4 || fail "R=$R: views"
   # Both ranks of W=2 streamed at once, as two trainers would.
-  "$PYTHON" - "$WORK/mnt/c/epochs/2/2" "$WORK/fixed" <<'PY' || fail "R=$R: concurrent rank streams"
-import sys, threading
-base, backend = sys.argv[1], sys.argv[2]
-out = {}
-def read(r):
-    with open(f"{base}/{r}.bin", "rb") as f:
-        out[r] = f.read()
-ts = [threading.Thread(target=read, args=(r,)) for r in (0, 1)]
-[t.start() for t in ts]; [t.join() for t in ts]
-ids = []
-for r in (0, 1):
-    rows = [l.rstrip("\n").split("\t") for l in open(f"{base}/{r}.index") if not l.startswith("#")]
-    assert len(out[r]) == 3073 * len(rows), f"rank {r}: short stream"
-    for k, row in enumerate(rows):
-        path, rec = row[4].rsplit("/", 1)
-        with open(f"{backend}/{path}", "rb") as f:
-            f.seek(16 + int(rec[:8]) * 3073)
-            assert out[r][k * 3073:(k + 1) * 3073] == f.read(3073), f"rank {r} record {k} differs"
-        ids.append(int(row[1]))
-assert sorted(set(ids)) == list(range(6007)), "a sample is missing"
-print("concurrent ok")
-PY
+  "$PYTHON" "$(dirname "$0")/concurrent_rank_streams.py" "$WORK/mnt/c/epochs/2/2" "$WORK/fixed" --samples 6007 \
+    --world-size 2 --record-size 3073 --header-bytes 16 || fail "R=$R: concurrent rank streams"
   loads=$(stat_field "$WORK/mnt" 'len([e for e in s["datasets"][0]["rounds"]["timeline"] if e["load_end_s"] > 0])')
   [ "$loads" -ge 4 ] || fail "R=$R: only $loads round loads in the timeline"
   failed=$(stat_field "$WORK/mnt" 'sum(e["failed"] for e in s["datasets"][0]["rounds"]["timeline"])')

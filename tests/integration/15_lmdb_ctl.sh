@@ -8,6 +8,8 @@
 source "$(dirname "$0")/lib.sh"
 "$PYTHON" -c 'import lmdb' 2>/dev/null || skip "python3-lmdb is not installed (tools/install-deps.sh installs it)"
 C=$DLFS_CTL
+LMDB_CHECK="$(dirname "$0")/lmdb_check.py"
+LMDB_BUILD="$(dirname "$0")/lmdb_build.py"
 
 # expect_fail WHAT RC PATTERN CMD...: CMD exits with RC (1 failed, 2 usage;
 # never a signal) and its stderr matches PATTERN.
@@ -24,61 +26,13 @@ expect_fail() {
 # form DIR: the sidecar form `lmdb show --json` reports, after checking that
 # it matches.
 form() {
-  "$C" lmdb show --json "$1" | "$PYTHON" -c '
-import json, sys
-s = json.load(sys.stdin)["sidecar"]
-assert s["present"] and s["matches"], s
-print(s["form"])'
+  "$C" lmdb show --json "$1" | "$PYTHON" "$LMDB_CHECK" show-json - --sidecar-matches --print-form
 }
 
 # Reads every record with python3-lmdb and compares with the source files in
 # canonical order; `datum` values are decoded (protobuf by hand) first.
 check_files_db() {
-  "$PYTHON" - "$@" <<'PY'
-import lmdb, os, sys
-src, db, mode = sys.argv[1], sys.argv[2], sys.argv[3]
-paths = []
-for root, dirs, files in os.walk(src):
-    for f in files:
-        paths.append(os.path.relpath(os.path.join(root, f), src))
-paths.sort(key=lambda p: p.encode())
-top = sorted({p.split("/")[0] for p in paths if "/" in p}, key=lambda p: p.encode())
-
-def varint(b, i):
-    v = s = 0
-    while True:
-        c = b[i]; i += 1
-        v |= (c & 0x7f) << s; s += 7
-        if c < 0x80:
-            return v, i
-
-def datum(b):
-    out, i = {}, 0
-    while i < len(b):
-        tag, i = varint(b, i)
-        if tag & 7 == 2:
-            n, i = varint(b, i)
-            out[tag >> 3] = bytes(b[i:i + n]); i += n
-        else:
-            out[tag >> 3], i = varint(b, i)
-    return out
-
-env = lmdb.open(db, readonly=True, lock=False)
-with env.begin() as txn:
-    recs = [(bytes(k), bytes(v)) for k, v in txn.cursor()]
-assert len(recs) == len(paths), f"{len(recs)} records for {len(paths)} files"
-for i, ((k, v), p) in enumerate(zip(recs, paths)):
-    want = open(os.path.join(src, p), "rb").read()
-    if mode == "raw":
-        assert k == b"%08d" % i, f"record {i}: key {k!r}"
-        assert v == want, f"record {i} ({p}): value differs"
-    else:
-        assert k == (b"%08d_" % i) + p.encode(), f"record {i}: key {k!r}"
-        d = datum(v)
-        assert d[4] == want and d.get(7) == 1, f"record {i}: datum data/encoded wrong"
-        assert d.get(5, 0) == (top.index(p.split("/")[0]) if "/" in p else 0), f"record {i}: label {d.get(5)}"
-print(f"{len(recs)} records ok ({mode})")
-PY
+  "$PYTHON" "$LMDB_CHECK" files "$@"
 }
 
 "$PYTHON" "$GEN_DATASET" files "$WORK/imgs" --count 300 --size 5K --size-jitter 0.5 --dirs 3 --seed 4 >/dev/null
@@ -89,15 +43,8 @@ PY
 grep -q "provenance form" "$WORK/ingest.out" || { cat "$WORK/ingest.out"; fail "ingest should store the provenance form"; }
 check_files_db "$WORK/imgs" "$WORK/raw" raw || fail "python3-lmdb reads other values than the files"
 "$C" lmdb show --json "$WORK/raw" >"$WORK/show.json" || fail "show --json"
-"$PYTHON" - "$WORK/show.json" <<'PY' || fail "show --json reports the wrong database"
-import json, sys
-s = json.load(open(sys.argv[1]))
-assert s["records"] == 300, s["records"]
-assert s["sidecar"]["present"] and s["sidecar"]["form"] == "provenance" and s["sidecar"]["matches"], s["sidecar"]
-assert not s["fixed_size_bin_view"], "the files differ in size"
-assert s["locations_from"] == "sidecar (provenance)", s["locations_from"]
-assert s["sidecar"]["bytes"] < 1024, s["sidecar"]["bytes"]
-PY
+"$PYTHON" "$LMDB_CHECK" show-json "$WORK/show.json" --records 300 --form provenance --fixed-bin no \
+  --locations-from "sidecar (provenance)" --sidecar-bytes-below 1024 || fail "show --json reports the wrong database"
 "$C" lmdb verify "$WORK/raw" | grep -q "^ok: 300 records, sidecar (provenance) matches the tree" \
   || fail "verify of a fresh sidecar"
 
@@ -111,30 +58,14 @@ check_files_db "$WORK/imgs" "$WORK/datum" datum || fail "Datum records do not de
 "$PYTHON" "$GEN_DATASET" fixed "$WORK/cifar" --records 500 --record-size 3073 --files 2 >/dev/null
 "$C" lmdb ingest "$WORK/cifar" "$WORK/cdb" -q --format fixed --record-size 3073 --value datum --shape 3,32,32 \
   >/dev/null || fail "ingest (fixed, datum)"
-"$PYTHON" - "$WORK/cifar" "$WORK/cdb" <<'PY' || fail "fixed Datum records"
-import lmdb, os, sys
-files = sorted(os.listdir(sys.argv[1]))
-first = open(os.path.join(sys.argv[1], files[0]), "rb").read(3073)
-env = lmdb.open(sys.argv[2], readonly=True, lock=False)
-with env.begin() as txn:
-    v = bytes(txn.get(b"00000000"))
-    n = txn.stat()["entries"]
-assert n == 500, n
-# channels 3, height 32, width 32, data (3072 bytes), label
-want = bytes([0x08, 3, 0x10, 32, 0x18, 32, 0x22, 0x80, 0x18]) + first[1:] + bytes([0x28]) + bytes([first[0]])
-assert v == want or (first[0] >= 0x80 and v[:-2] == want[:-1]), "datum bytes differ"
-PY
+"$PYTHON" "$LMDB_CHECK" fixed-datum "$WORK/cifar" "$WORK/cdb" --records 500 --record-size 3073 --shape 3,32,32 ||
+  fail "fixed Datum records"
 [ "$(form "$WORK/cdb")" = provenance ] || fail "fixed Datum build: provenance form expected"
-"$C" lmdb show --json "$WORK/cdb" | "$PYTHON" -c 'import json,sys; assert json.load(sys.stdin)["fixed_size_bin_view"]' \
+"$C" lmdb show --json "$WORK/cdb" | "$PYTHON" "$LMDB_CHECK" show-json - --fixed-bin yes \
   || fail "fixed-size Datum values: the .bin view should be reported available"
 
 # One more commit: the sidecar is stale; verify names both states.
-"$PYTHON" -c '
-import lmdb, sys
-env = lmdb.open(sys.argv[1], map_size=1 << 32)
-with env.begin(write=True) as txn:
-    txn.put(b"99999999", b"late record")
-env.close()' "$WORK/raw"
+"$PYTHON" "$LMDB_BUILD" put "$WORK/raw" 99999999 --value "late record" --map-size $((1 << 32))
 expect_fail "verify of a stale sidecar" 1 "different database state.*txnid 1[^0-9].*txnid 2[^0-9]" \
   "$C" lmdb verify "$WORK/raw"
 "$C" lmdb show "$WORK/raw" | grep -q "NOT usable" || fail "show should say the stale sidecar is not usable"
@@ -147,12 +78,7 @@ expect_fail "sidecar without --force" 2 "exists" "$C" lmdb sidecar "$WORK/raw"
 "$C" lmdb sidecar --force "$WORK/raw" >/dev/null || fail "sidecar --force"
 "$C" lmdb verify "$WORK/raw" | grep -q "^ok: 301 records" || fail "verify after sidecar --force (search)"
 # A delete: no insert-only build explains it, so the search stores explicit.
-"$PYTHON" -c '
-import lmdb, sys
-env = lmdb.open(sys.argv[1], map_size=1 << 32)
-with env.begin(write=True) as txn:
-    assert txn.delete(b"00000100")
-env.close()' "$WORK/raw"
+"$PYTHON" "$LMDB_BUILD" delete "$WORK/raw" 00000100 --map-size $((1 << 32))
 expect_fail "verify after a delete" 1 "different database state" "$C" lmdb verify "$WORK/raw"
 "$C" lmdb sidecar --force "$WORK/raw" >"$WORK/sidecar.out" || fail "sidecar --force after a delete"
 grep -q "explicit form" "$WORK/sidecar.out" || { cat "$WORK/sidecar.out"; fail "a delete should give the explicit form"; }

@@ -18,39 +18,13 @@ CHECK="$(dirname "$0")/check_views.py"
 # `sorted` or `shuffled` order, values of `mixed` sizes (in-leaf and overflow
 # of 1-17 pages) or of one size (a number), a commit every EVERY puts.
 make_db() {
-  "$PYTHON" - "$@" <<'PY'
-import lmdb, random, sys
-d, n, order, sizes, every = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
-rng = random.Random(n)
-keys = list(range(n))
-if order == "shuffled":
-    rng.shuffle(keys)
-env = lmdb.open(d, map_size=1 << 34)
-txn = env.begin(write=True)
-for i, k in enumerate(keys):
-    size = rng.choice([100, 1500, 2500, 5000, 70000]) if sizes == "mixed" else int(sizes)
-    txn.put(b"%08d" % k, rng.randbytes(size), append=(order == "sorted"))
-    if (i + 1) % every == 0:
-        txn.commit()
-        txn = env.begin(write=True)
-txn.commit()
-env.close()
-PY
+  "$PYTHON" "$(dirname "$0")/lmdb_build.py" make "$@"
 }
 
 # same_records A B: python3-lmdb reads the same (key, value) pairs from both.
 same_records() {
-  "$PYTHON" - "$1" "$2" <<'PY' || fail "python3-lmdb reads other records from $2 than from $1"
-import lmdb, sys
-def records(d):
-    env = lmdb.open(d, readonly=True, lock=False)
-    with env.begin() as txn:
-        out = [(bytes(k), bytes(v)) for k, v in txn.cursor()]
-    env.close()
-    return out
-a, b = records(sys.argv[1]), records(sys.argv[2])
-sys.exit(0 if a == b and len(a) > 0 else 1)
-PY
+  "$PYTHON" "$(dirname "$0")/lmdb_check.py" same-records "$1" "$2" ||
+    fail "python3-lmdb reads other records from $2 than from $1"
 }
 
 # 1. Shuffled insertion, mixed sizes: no sidecar, the tree is walked once.
@@ -81,12 +55,7 @@ peak=$(stat_field "$WORK/mnt" 's["datasets"][0]["backend_requests"]["peak"]')
 stop_daemon "$DAEMON_PID" "$WORK/mnt"
 
 # 3. One more commit after the sidecar was made: refused, named, walked.
-"$PYTHON" -c '
-import lmdb, sys
-env = lmdb.open(sys.argv[1], map_size=1 << 34)
-with env.begin(write=True) as txn:
-    txn.put(b"99999999", b"x" * 3072)
-env.close()' "$WORK/fixed"
+"$PYTHON" "$(dirname "$0")/lmdb_build.py" put "$WORK/fixed" 99999999 --value-size 3072 --map-size $((1 << 34))
 start_daemon "$WORK/mnt" "$WORK/d3.log" --backend "$WORK/fixed" --name f --format lmdb
 [ "$(stat_field "$WORK/mnt" 's["datasets"][0]["lmdb"]["locations_from"]')" = "tree walk" ] ||
   fail "a stale sidecar must not be used"

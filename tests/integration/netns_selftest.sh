@@ -66,21 +66,7 @@ log "addresses ok: ${NETNS_ADDRS[*]}"
 # TCP through the bridge: a listener on n1's address answers clients in n0 and n2.
 PORT=$((20000 + RANDOM % 20000))
 node_wrap 1
-"${NODE_WRAP[@]}" "$PY" - "${NETNS_ADDRS[1]}" "$PORT" "$TMP/ready" <<'PY' &
-import socket, sys
-host, port, ready = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind((host, port))
-s.listen(4)
-s.settimeout(30)
-open(ready, "w").close()
-for _ in range(2):
-    c, peer = s.accept()
-    data = c.recv(100)
-    c.sendall(data[::-1] + b" from " + peer[0].encode())
-    c.close()
-PY
+"${NODE_WRAP[@]}" "$PY" "$HERE/tcp_echo.py" serve "${NETNS_ADDRS[1]}" "$PORT" "$TMP/ready" --clients 2 --timeout 30 &
 SERVER=$!
 BG+=("$SERVER")
 for _ in $(seq 1 100); do [ -e "$TMP/ready" ] && break; sleep 0.05; done
@@ -90,11 +76,7 @@ for _ in $(seq 1 100); do [ -e "$TMP/ready" ] && break; sleep 0.05; done
 if ss -Hltn "sport = :$PORT" | grep -q .; then fail "the listener of n1 is visible in the host's namespace"; fi
 in_node 1 ss -Hltn "sport = :$PORT" | grep -q "${NETNS_ADDRS[1]}:$PORT" || fail "ss in n1 does not show the listener"
 for i in 0 2; do
-  reply=$(in_node "$i" "$PY" -c '
-import socket, sys
-c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)
-c.sendall(b"olleh")
-print(c.recv(100).decode())' "${NETNS_ADDRS[1]}" "$PORT") || fail "node $i could not talk to node 1"
+  reply=$(in_node "$i" "$PY" "$HERE/tcp_echo.py" ask "${NETNS_ADDRS[1]}" "$PORT" --message olleh --timeout 5) || fail "node $i could not talk to node 1"
   [ "$reply" = "hello from ${NETNS_ADDRS[$i]}" ] || fail "node $i got '$reply' from node 1"
 done
 wait "$SERVER" || fail "the listener in n1 failed"

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <sys/uio.h>
 
 #include <cstddef>
@@ -21,29 +20,13 @@
 #include "cache/backend_reader.h"
 #include "cache/storage_buffer.h"
 #include "provenance/manifest.h"
+#include "temp_dir.h"
 
 namespace dlfs::cache::test {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "dlfs-cache-test-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::dlfs::test::TempDir;
 
 inline std::vector<std::byte> random_bytes(std::mt19937_64& rng, size_t n) {
   std::vector<std::byte> v(n);

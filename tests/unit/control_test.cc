@@ -22,6 +22,7 @@
 #include "common/control_protocol.h"
 #include "common/unique_fd.h"
 #include "fs/control_server.h"
+#include "temp_dir.h"
 
 namespace dlfs::fs {
 namespace {
@@ -67,15 +68,12 @@ class FakeDaemon : public ControlHandler {
   std::string last_dataset;
 };
 
-class ControlTest : public ::testing::Test {
+class ControlTest : public ::dlfs::test::TempDirTest {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/dlfs-control-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    dir_ = tmp_.path();
     path_ = dir_ + "/sub/ctl.sock";
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   std::unique_ptr<ControlServer> start() {
     auto s = ControlServer::start(path_, daemon_);
     EXPECT_TRUE(s.is_ok()) << s.status().message();

@@ -15,18 +15,17 @@
 #include "fs/dataset.h"
 #include "fs/inode.h"
 #include "fs/namespace.h"
+#include "temp_dir.h"
 
 namespace dlfs::fs {
 namespace {
 
 namespace stdfs = std::filesystem;
 
-class FsCoreTest : public ::testing::Test {
+class FsCoreTest : public ::dlfs::test::TempDirTest {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/dlfs-fscore-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
+    root_ = tmp_.path();
     std::mt19937 rng(7);
     // Sizes chosen to cross extents (extent_size 64 KiB below) and include empty files.
     write("a/b.txt", 5000, rng);
@@ -36,8 +35,6 @@ class FsCoreTest : public ::testing::Test {
     for (int i = 0; i < 50; ++i) write("many/f" + std::to_string(1000 + i), 1000 + i * 37, rng);
     stdfs::create_directories(root_ + "/empty_dir");
   }
-  void TearDown() override { stdfs::remove_all(root_); }
-
   void write(const std::string& rel, size_t size, std::mt19937& rng) {
     stdfs::create_directories(stdfs::path(root_ + "/" + rel).parent_path());
     std::string data(size, '\0');

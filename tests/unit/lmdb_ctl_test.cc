@@ -22,6 +22,7 @@
 #include "tools/ctl/caffe_datum.h"
 #include "tools/ctl/lmdb_ingest.h"
 #include "tools/ctl/lmdb_sidecar_maker.h"
+#include "temp_dir.h"
 
 namespace dlfs::ctl {
 namespace {
@@ -195,16 +196,15 @@ std::string key8(uint64_t i) {
   return buf;
 }
 
-class LmdbCtl : public ::testing::Test {
+class LmdbCtl : public ::dlfs::test::TempDirTest {
  protected:
   // A files dataset, made once for the suite (creating files is the slow
   // part): 1300 samples (two transactions at Caffe's 1000) of 100 B to
   // 7.5 KiB, inline and overflow values, in three class directories and the
   // root.
   static void SetUpTestSuite() {
-    suite_ = stdfs::temp_directory_path() / ("dlfs-ctl-test-" + std::to_string(::getpid()));
-    stdfs::remove_all(suite_);
-    src_ = suite_ / "src";
+    suite_dir_ = std::make_unique<::dlfs::test::TempDir>();
+    src_ = *suite_dir_ / "src";
     std::mt19937_64 rng(7);
     for (int i = 0; i < 1300; ++i) {
       const char* dir = i % 50 == 0 ? "" : (i % 3 == 0 ? "n02/" : i % 3 == 1 ? "n01/" : "n03/");
@@ -213,12 +213,8 @@ class LmdbCtl : public ::testing::Test {
       write_file(src_ / (std::string(dir) + "img" + std::to_string(100000 + i)), data);
     }
   }
-  static void TearDownTestSuite() { stdfs::remove_all(suite_); }
-  void SetUp() override {
-    base_ = suite_ / ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    stdfs::create_directories(base_);
-  }
-  void TearDown() override { stdfs::remove_all(base_); }
+  static void TearDownTestSuite() { suite_dir_.reset(); }
+  void SetUp() override { base_ = tmp_.path(); }
 
   // The source's samples in canonical order: relative path, bytes.
   std::vector<std::pair<std::string, std::string>> samples() const {
@@ -237,7 +233,8 @@ class LmdbCtl : public ::testing::Test {
     return o;
   }
 
-  static inline stdfs::path suite_, src_;
+  static inline std::unique_ptr<::dlfs::test::TempDir> suite_dir_;
+  static inline stdfs::path src_;
   stdfs::path base_;  // this test's outputs
 };
 

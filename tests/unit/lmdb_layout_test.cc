@@ -24,6 +24,7 @@
 #include "provenance/lmdb_sidecar.h"
 #include "provenance/lmdb_walk.h"
 #include "provenance/manifest.h"
+#include "temp_dir.h"
 
 namespace dlfs::provenance::lmdb {
 namespace {
@@ -46,15 +47,9 @@ std::string value_of(uint64_t r, uint32_t size) {
   return v;
 }
 
-class LmdbLayoutTest : public ::testing::Test {
+class LmdbLayoutTest : public ::dlfs::test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = stdfs::temp_directory_path() / ("dlfs-lmdb-layout-" + std::to_string(::getpid()) + "-" +
-                                           ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    stdfs::remove_all(dir_);
-    stdfs::create_directories(dir_);
-  }
-  void TearDown() override { stdfs::remove_all(dir_); }
+  void SetUp() override { dir_ = tmp_.path(); }
 
   // Puts records [first, first + n) in key order, committing every `every`.
   // Returns the provenance of everything put so far (fresh env: first == 0).

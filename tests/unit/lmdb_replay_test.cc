@@ -32,6 +32,7 @@
 #include "provenance/lmdb_meta.h"
 #include "provenance/lmdb_replay.h"
 #include "provenance/lmdb_walk.h"
+#include "temp_dir.h"
 
 namespace dlfs::provenance::lmdb {
 namespace {
@@ -173,26 +174,7 @@ void build_db(const std::string& dir, const BuildSpec& s, Built* out) {
   out->build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::string temp_root() {
-  std::string base = stdfs::temp_directory_path().string() + "/dlfs-lmdb-XXXXXX";
-  std::vector<char> tmpl(base.begin(), base.end());
-  tmpl.push_back('\0');
-  char* d = ::mkdtemp(tmpl.data());
-  return d ? std::string(d) : std::string();
-}
-
-class TempDir {
- public:
-  TempDir() : path_(temp_root()) {}
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) stdfs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::dlfs::test::TempDir;
 
 // Compares the replay with the walk for every record; on a mismatch says how
 // many records differ and shows the first few.

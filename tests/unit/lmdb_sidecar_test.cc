@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "provenance/lmdb_sidecar.h"
+#include "temp_dir.h"
 
 namespace dlfs::provenance::lmdb {
 namespace {
@@ -516,15 +517,12 @@ TEST(LmdbSidecar, InconsistentContentsAreRefused) {
 
 // ---- files ----
 
-class SidecarFile : public ::testing::Test {
+class SidecarFile : public ::dlfs::test::TempDirTest {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/dlfs-sidecar-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    dir_ = tmp_.path();
     path_ = dir_ + "/" + std::string(kSidecarFileName);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   std::vector<std::string> entries() const {
     std::vector<std::string> out;
     for (const auto& e : std::filesystem::directory_iterator(dir_)) out.push_back(e.path().filename());

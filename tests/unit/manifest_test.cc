@@ -15,22 +15,20 @@
 
 #include "provenance/dataset_format.h"
 #include "provenance/manifest.h"
+#include "temp_dir.h"
 
 namespace dlfs::provenance {
 namespace {
 
 namespace stdfs = std::filesystem;
 
-class ManifestTest : public ::testing::Test {
+class ManifestTest : public ::dlfs::test::TempDirTest {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/dlfs-manifest-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    base_ = tmpl;
+    base_ = tmp_.path();
     root_ = base_ + "/root";
     stdfs::create_directories(root_);
   }
-  void TearDown() override { stdfs::remove_all(base_); }
 
   void write(const std::string& rel, size_t size) {
     stdfs::create_directories(stdfs::path(root_ + "/" + rel).parent_path());
