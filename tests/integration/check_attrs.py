@@ -11,12 +11,8 @@ Used by 01_raw_view_equals_backend.sh:
 import argparse
 import os
 import stat
-import sys
 
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
+from checklib import fail
 
 
 def main():

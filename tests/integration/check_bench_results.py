@@ -10,12 +10,8 @@ Used by 10_bench_harness_smoke.sh:
 """
 import argparse
 import json
-import sys
 
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
+from checklib import fail
 
 
 def main():

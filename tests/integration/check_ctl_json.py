@@ -16,10 +16,7 @@ import argparse
 import json
 import sys
 
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
+from checklib import fail
 
 
 def check(cond, msg):

@@ -16,13 +16,9 @@ VIEW_DIR is MNT/DATASET/epochs/E/W; rank r's stream is VIEW_DIR/r.tar.
 """
 import argparse
 import os
-import sys
 import tarfile
 
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
+from checklib import add_fixed_backend_args, fail
 
 
 def main():
@@ -31,9 +27,7 @@ def main():
     ap.add_argument("backend", help="the fixed-record backend directory")
     ap.add_argument("window", type=int, help="the daemon's --opportunistic-window")
     ap.add_argument("readahead", choices=("on", "off"), help="whether the daemon's read-ahead is on")
-    ap.add_argument("--world-size", type=int, default=2)
-    ap.add_argument("--record-size", type=int, default=3073)
-    ap.add_argument("--header-bytes", type=int, default=16)
+    add_fixed_backend_args(ap)
     args = ap.parse_args()
     base, backend, window, readahead = args.base, args.backend, args.window, args.readahead
     rec_size, header = args.record_size, args.header_bytes

@@ -21,10 +21,7 @@ import tarfile
 import time
 import warnings
 
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
+from checklib import fail
 
 
 def main():

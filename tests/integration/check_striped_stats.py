@@ -14,12 +14,8 @@ Node i's stats are WORK/mnt<i>/.dlfs/stats.
 """
 import argparse
 import json
-import sys
 
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
+from checklib import fail
 
 
 def main():

@@ -21,15 +21,11 @@ import hashlib
 import os
 import random
 import subprocess
-import sys
 import tarfile
 import tempfile
 import threading
 
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
+from checklib import fail
 
 
 class Backend:

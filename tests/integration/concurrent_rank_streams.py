@@ -13,13 +13,9 @@ Used by 12_rounds.sh:
 VIEW_DIR is MNT/DATASET/epochs/E/W; rank r's stream is VIEW_DIR/r.bin.
 """
 import argparse
-import sys
 import threading
 
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
+from checklib import add_fixed_backend_args, fail
 
 
 def main():
@@ -27,9 +23,7 @@ def main():
     ap.add_argument("base", help="MNT/DATASET/epochs/E/W")
     ap.add_argument("backend", help="the fixed-record backend directory")
     ap.add_argument("--samples", type=int, required=True, help="samples in the dataset")
-    ap.add_argument("--world-size", type=int, default=2, help="ranks read at once")
-    ap.add_argument("--record-size", type=int, default=3073)
-    ap.add_argument("--header-bytes", type=int, default=16)
+    add_fixed_backend_args(ap)
     args = ap.parse_args()
     base, backend, rec_size, header = args.base, args.backend, args.record_size, args.header_bytes
     ranks = range(args.world_size)

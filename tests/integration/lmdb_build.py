@@ -15,14 +15,10 @@ Used by 15_lmdb_ctl.sh and 16_lmdb_views.sh:
 """
 import argparse
 import random
-import sys
 
 import lmdb
 
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
+from checklib import fail
 
 
 def make(args):

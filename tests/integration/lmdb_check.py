@@ -27,10 +27,7 @@ import json
 import os
 import sys
 
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
+from checklib import fail
 
 
 def check(cond, msg):

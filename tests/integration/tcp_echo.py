@@ -15,12 +15,8 @@ Used by netns_selftest.sh:
 """
 import argparse
 import socket
-import sys
 
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
+from checklib import fail
 
 
 def serve(args):

@@ -1,0 +1,17 @@
+"""What the scenario checkers share: one way to fail, one spelling of the
+fixed-record backend's arguments. Imported by the check_*.py scripts next to
+it (Python puts a script's own directory first on sys.path)."""
+import sys
+
+
+def fail(msg):
+    """Ends the check with a line the scenario's log shows."""
+    print("FAIL: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def add_fixed_backend_args(ap, world_size=2):
+    """The shape of a fixed-record backend, as 12_rounds and 14_opportunistic make it."""
+    ap.add_argument("--world-size", type=int, default=world_size, help="ranks of the epoch view")
+    ap.add_argument("--record-size", type=int, default=3073, help="bytes per record")
+    ap.add_argument("--header-bytes", type=int, default=16, help="bytes before the first record of each file")
