@@ -1,0 +1,191 @@
+// Epochs in rounds (R < 1) without a mount: a memory budget smaller than the
+// dataset makes the planner cut each epoch into rounds that the
+// RoundPipeline loads into two buffers. Checked through the views (every
+// sample once per epoch with the right bytes, rounds within the budget,
+// bytes served from the round buffers, as scenario 12 checks through FUSE)
+// and on RoundPipeline itself (pins, double buffering, no wait for a slot
+// while holding one).
+#include <set>
+#include <thread>
+
+#include "cache_test_util.h"
+#include "plan/round_plan.h"
+#include "views_test_util.h"
+
+namespace dlfs::fs::test {
+namespace {
+
+constexpr uint64_t kRecord = 1000, kHeader = 16, kSeed = 21;
+constexpr uint64_t kBudget = 200 << 10;  // the dataset is ~600 KB: rounds of at most kBudget / 2
+
+class RoundViewsTest : public ViewsFixture {
+ protected:
+  void SetUp() override {
+    g_ = make_fixed_dataset(tmp_, "data", {200, 250, 150}, kRecord, kHeader, 3);
+    ASSERT_GT(g_.samples.size() * kRecord, 2 * kBudget);
+    PlanConfig p;
+    p.seed = kSeed;
+    p.round_chunk = 16 << 10;
+    p.world_size = 2;
+    open("data", g_, p, kBudget);
+    ids_ = ids_by_member(g_);
+  }
+  uint64_t n() const { return g_.samples.size(); }
+  Generated g_;
+  std::map<std::string, uint64_t> ids_;
+};
+
+TEST_F(RoundViewsTest, RoundsFitTheBudgetAndOrderEachSampleOncePerEpoch) {
+  const plan::Planner& p = ds().planner();
+  ASSERT_TRUE(p.rounds()) << "a budget below the dataset must mean rounds";
+  ASSERT_NE(ds().round_pipeline(), nullptr);
+  EXPECT_GE(p.rounds_per_epoch(), 3u);
+  EXPECT_LE(2 * ds().round_pipeline()->slot_bytes(), kBudget) << "two round buffers within the budget";
+  EXPECT_EQ(p.storage_budget(), 0u) << "in rounds, the memory goes to the round buffers";
+  for (uint64_t e : {0u, 1u}) {
+    auto order = p.order(e);
+    ASSERT_EQ(order->order.size(), n());
+    EXPECT_EQ(std::set<uint64_t>(order->order.begin(), order->order.end()).size(), n()) << "a permutation";
+    uint64_t next = 0;
+    for (const auto& round : order->rounds) {
+      EXPECT_EQ(round.first_position, next) << "rounds follow each other";
+      EXPECT_LE(round.bytes, kBudget / 2);
+      uint64_t sample_bytes = 0;  // from the test's own record sizes
+      for (uint64_t k = 0; k < round.samples; ++k) sample_bytes += g_.samples[order->order[next + k]].bytes.size();
+      EXPECT_LE(sample_bytes, kBudget / 2) << "epoch " << e << ": a round's samples exceed its buffer";
+      next += round.samples;
+    }
+    EXPECT_EQ(next, n());
+  }
+  auto a = resolve(view_path(0, 2, 1, ".tar"));
+  ASSERT_TRUE(a.is_ok());
+  EXPECT_EQ(*ns_->getxattr(a->ino, "user.dlfs.rounds"), std::to_string(p.rounds_per_epoch()));
+}
+
+// Both ranks of W = 2, two epochs, read in odd requests: each rank's members
+// are its slice of the epoch's order, the bytes are the records the test
+// wrote, and between them the ranks serve every sample exactly once.
+TEST_F(RoundViewsTest, ViewsReadInRoundsServeEverySampleOnceWithItsBytes) {
+  ASSERT_EQ(n() % 2, 0u) << "no padding: exactly once across ranks";
+  for (uint64_t e : {0u, 1u}) {
+    const auto order = ds().planner().order(e);
+    std::vector<int> seen(n(), 0);
+    for (uint32_t r = 0; r < 2; ++r) {
+      auto tar = read_tar(e, 2, r, 4093);
+      ASSERT_EQ(tar.size(), n() / 2);
+      for (size_t k = 0; k < tar.size(); ++k) {
+        auto it = ids_.find(tar[k].name);
+        ASSERT_NE(it, ids_.end()) << tar[k].name;
+        EXPECT_EQ(it->second, order->order[r + 2 * k]) << "rank " << r << " position " << k;
+        ASSERT_EQ(tar[k].data, g_.samples[it->second].bytes) << tar[k].name;
+        ++seen[it->second];
+      }
+    }
+    for (uint64_t i = 0; i < n(); ++i) EXPECT_EQ(seen[i], 1) << "epoch " << e << " sample " << i;
+  }
+  const auto& reads = ds().view_counters().reads;
+  EXPECT_GT(reads.memory_bytes.load(), 0u) << "no byte came from a round buffer";
+  const auto timeline = ds().round_pipeline()->timeline();
+  uint64_t loaded = 0;
+  for (const auto& ev : timeline) {
+    EXPECT_FALSE(ev.failed) << "round " << ev.round << " of epoch " << ev.epoch;
+    EXPECT_LE(ev.bytes, kBudget / 2);
+    loaded += ev.load_end_s > 0;
+  }
+  EXPECT_GE(loaded, ds().planner().rounds_per_epoch()) << "each round of an epoch was loaded";
+}
+
+// Two trainers reading their ranks at once share the two buffers; whatever
+// they evict from each other, the bytes stay right.
+TEST_F(RoundViewsTest, RanksReadConcurrentlyGetTheirBytes) {
+  const auto order = ds().planner().order(2);
+  std::vector<std::vector<TarMember>> tars(2);
+  {
+    std::vector<std::thread> readers;
+    for (uint32_t r = 0; r < 2; ++r) readers.emplace_back([&, r] { tars[r] = read_tar(2, 2, r, 65536 + 7); });
+    for (auto& t : readers) t.join();
+  }
+  for (uint32_t r = 0; r < 2; ++r) {
+    ASSERT_EQ(tars[r].size(), n() / 2);
+    for (size_t k = 0; k < tars[r].size(); ++k) {
+      const Sample& s = g_.samples[order->order[r + 2 * k]];
+      ASSERT_EQ(tars[r][k].name, s.member);
+      ASSERT_EQ(tars[r][k].data, s.bytes);
+    }
+  }
+}
+
+// RoundPipeline on its own, over a `files` dataset scanned by the cache
+// test helpers (expected bytes read with plain file reads).
+class RoundPipelineTest : public ::dlfs::test::TempDirTest {
+ protected:
+  void SetUp() override {
+    cache::test::make_dataset(tmp_.path(), 60, 8000, 11);
+    d_ = cache::test::scan(tmp_.path());
+    ASSERT_TRUE(d_ && d_->reader);
+    const auto& m = d_->manifest;
+    shape_ = plan::make_plan_shape(
+        m.sample_count(), 16 << 10, 48 << 10, [&](uint64_t i) { return m.sample_data_offset(i); },
+        [&](uint64_t i) { return m.sample(i).length; });
+    ASSERT_FALSE(shape_.single_round());
+    auto p = cache::RoundPipeline::create(shape_, *d_->reader, [this](uint64_t e) { return order(e); }, 2);
+    ASSERT_TRUE(p.is_ok()) << p.status().message();
+    pipe_ = std::move(p).value();
+    order0_ = order(0);
+    ASSERT_GE(order0_->rounds.size(), 3u);
+  }
+  std::shared_ptr<const plan::EpochOrder> order(uint64_t e) const { return plan::build_epoch_order(shape_, 5, e); }
+  // Every sample of `round` read through the pin equals the byte space.
+  void expect_round_bytes(const cache::RoundPipeline::Pin& pin, uint32_t round) {
+    const auto& r = order0_->rounds[round];
+    for (uint64_t k = r.first_position; k < r.first_position + r.samples; ++k) {
+      const uint64_t s = order0_->order[k];
+      const uint64_t off = d_->manifest.sample_data_offset(s), len = d_->manifest.sample(s).length;
+      const std::byte* p = pin.sample_ptr(off, shape_.chunk_of(s));
+      ASSERT_TRUE(std::equal(p, p + len, d_->bytes.begin() + static_cast<long>(off))) << "sample " << s;
+    }
+  }
+  bool load_started(uint64_t epoch, uint32_t round) const {
+    for (const auto& ev : pipe_->timeline())
+      if (ev.epoch == epoch && ev.round == round) return true;
+    return false;
+  }
+
+  std::unique_ptr<cache::test::Dataset> d_;
+  plan::PlanShape shape_;
+  std::unique_ptr<cache::RoundPipeline> pipe_;  // after shape_ and d_: refers to both
+  std::shared_ptr<const plan::EpochOrder> order0_;
+};
+
+// Pinning round j serves its samples and starts loading the round after it
+// (after the last round: round 0 of the next epoch).
+TEST_F(RoundPipelineTest, PinningARoundServesItAndLoadsTheNext) {
+  const auto rounds = static_cast<uint32_t>(order0_->rounds.size());
+  for (uint32_t j = 0; j < rounds; ++j) {
+    auto pin = pipe_->acquire(order0_, j);
+    ASSERT_TRUE(pin) << "round " << j;
+    EXPECT_TRUE(pipe_->is_ready(0, j));
+    expect_round_bytes(pin, j);
+    if (j + 1 < rounds) EXPECT_TRUE(load_started(0, j + 1)) << "round " << j + 1 << " not loading";
+    else EXPECT_TRUE(load_started(1, 0)) << "the next epoch's first round not loading";
+  }
+  for (const auto& ev : pipe_->timeline()) EXPECT_LE(ev.bytes, pipe_->slot_bytes());
+}
+
+// A reader that holds a pin and finds both buffers pinned gets no pin (it
+// reads the backend) instead of waiting for a slot; once a buffer is
+// released the round loads there.
+TEST_F(RoundPipelineTest, AReaderHoldingAPinNeverWaitsForASlot) {
+  auto p0 = pipe_->acquire(order0_, 0);
+  auto p1 = pipe_->acquire(order0_, 1);
+  ASSERT_TRUE(p0 && p1);
+  EXPECT_FALSE(pipe_->acquire(order0_, 2, /*may_wait_for_slot=*/false)) << "both buffers are pinned";
+  p0 = cache::RoundPipeline::Pin();  // release round 0
+  auto p2 = pipe_->acquire(order0_, 2, false);
+  ASSERT_TRUE(p2);
+  expect_round_bytes(p2, 2);
+  expect_round_bytes(p1, 1);  // the other buffer was left alone
+}
+
+}  // namespace
+}  // namespace dlfs::fs::test

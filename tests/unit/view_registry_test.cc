@@ -1,0 +1,141 @@
+// ViewRegistry (fs/view_registry.h): one id per (epoch, W, rank), the views
+// used most recently kept (16), clean errors for ids and keys that name no
+// view; and the Namespace's answers for view names that are not views.
+#include "fs/view_registry.h"
+
+#include <fcntl.h>
+
+#include <set>
+#include <thread>
+
+#include "views_test_util.h"
+
+namespace dlfs::fs::test {
+namespace {
+
+class ViewRegistryTest : public ViewsFixture {
+ protected:
+  void SetUp() override {
+    g_ = make_files_dataset(tmp_, "data", 12, 3000, 9);
+    PlanConfig p;
+    p.seed = 3;
+    p.world_size = 2;
+    open("data", g_, p);
+  }
+  ViewRegistry& reg() const { return ds().views(); }
+  std::shared_ptr<const EpochView> get(const ViewKey& key) const {
+    auto id = reg().id_of(key);
+    EXPECT_TRUE(id.is_ok()) << id.status().message();
+    auto v = reg().get(ds(), *id);
+    EXPECT_TRUE(v.is_ok()) << v.status().message();
+    return v ? *v : nullptr;
+  }
+  Generated g_;
+};
+
+TEST_F(ViewRegistryTest, OneIdPerKeyAndKeysRoundTrip) {
+  const std::vector<ViewKey> keys = {{0, 1, 0}, {0, 2, 0}, {0, 2, 1}, {1, 2, 1}, {7, 3, 2}};
+  std::set<uint32_t> ids;
+  for (const auto& k : keys) {
+    auto id = reg().id_of(k);
+    ASSERT_TRUE(id.is_ok());
+    EXPECT_EQ(*reg().id_of(k), *id) << "the same key twice";
+    EXPECT_EQ(reg().key_of(*id), k);
+    ids.insert(*id);
+  }
+  EXPECT_EQ(ids.size(), keys.size()) << "distinct keys, distinct ids";
+  EXPECT_FALSE(reg().key_of(*ids.rbegin() + 1).has_value());
+}
+
+TEST_F(ViewRegistryTest, TheSameKeyGetsTheCachedViewOthersTheirOwn) {
+  auto a = get({1, 2, 0});
+  ASSERT_TRUE(a);
+  EXPECT_EQ(get({1, 2, 0}), a) << "a cached view is shared, layouts and all";
+  auto b = get({1, 2, 1}), c = get({2, 2, 0});
+  ASSERT_TRUE(b && c);
+  EXPECT_NE(b, a);
+  EXPECT_NE(c, a);
+  EXPECT_EQ(b->key(), (ViewKey{1, 2, 1}));
+  EXPECT_EQ(c->key(), (ViewKey{2, 2, 0}));
+  // Rank 0 and 1 of one epoch serve different samples; epochs differ in order.
+  EXPECT_NE(a->sample_at(0), b->sample_at(0));
+  std::vector<uint64_t> a_order, c_order;
+  for (uint64_t k = 0; k < a->count(); ++k) a_order.push_back(a->sample_at(k)), c_order.push_back(c->sample_at(k));
+  EXPECT_NE(a_order, c_order);
+}
+
+// 16 views are kept, most recently used first: a view used again stays, one
+// left alone is dropped (its next get builds an equal one).
+TEST_F(ViewRegistryTest, KeepsTheSixteenMostRecentlyUsedViews) {
+  std::weak_ptr<const EpochView> first = get({0, 1, 0}), refreshed = get({1, 1, 0});
+  for (uint32_t e = 10; e < 24; ++e) get({e, 1, 0});  // 14 more: 16 in all
+  ASSERT_FALSE(first.expired());
+  get({1, 1, 0});  // used again: now the most recent
+  get({30, 1, 0});  // the 17th: the least recently used goes
+  EXPECT_TRUE(first.expired()) << "view (0, 1, 0) should have been dropped";
+  EXPECT_FALSE(refreshed.expired()) << "a view used again must not be dropped first";
+  auto again = get({0, 1, 0});
+  ASSERT_TRUE(again);
+  const auto want = planned(3, 0, g_.samples.size(), 1, 0);
+  ASSERT_EQ(again->count(), want.size());
+  for (uint64_t k = 0; k < want.size(); ++k) EXPECT_EQ(again->sample_at(k), want[k]);
+}
+
+TEST_F(ViewRegistryTest, BadIdsAndKeysAreCleanErrors) {
+  EXPECT_EQ(reg().get(ds(), 12345).status().err(), ENOENT);
+  // A rank not below its world size gets an id, but no view: EINVAL naming both.
+  auto id = reg().id_of({0, 2, 2});
+  ASSERT_TRUE(id.is_ok());
+  auto v = reg().get(ds(), *id);
+  ASSERT_FALSE(v.is_ok());
+  EXPECT_EQ(v.status().err(), EINVAL);
+  EXPECT_NE(v.status().message().find("rank 2"), std::string::npos) << v.status().message();
+  EXPECT_NE(v.status().message().find("world size 2"), std::string::npos) << v.status().message();
+  auto zero = reg().id_of({0, 0, 0});
+  ASSERT_TRUE(zero.is_ok());
+  EXPECT_EQ(reg().get(ds(), *zero).status().err(), EINVAL);
+}
+
+TEST_F(ViewRegistryTest, IdsRunOutWithEnospcNotWrap) {
+  ViewRegistry r;
+  for (uint32_t i = 0; i < ViewRegistry::kMaxViews; ++i) ASSERT_TRUE(r.id_of({i, 1, 0}).is_ok()) << i;
+  EXPECT_EQ(*r.id_of({0, 1, 0}), 0u) << "known keys keep their ids when full";
+  auto full = r.id_of({ViewRegistry::kMaxViews, 1, 0});
+  EXPECT_EQ(full.status().err(), ENOSPC);
+  EXPECT_NE(full.status().message().find("restart"), std::string::npos) << full.status().message();
+}
+
+TEST_F(ViewRegistryTest, ConcurrentLookupsAgreeOnIds) {
+  std::vector<std::vector<uint32_t>> got(4, std::vector<uint32_t>(200));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (uint32_t i = 0; i < 200; ++i) {
+        const uint32_t e = t % 2 ? i : 199 - i;  // two threads each way
+        got[t][e] = *reg().id_of({e, 4, e % 4});
+        EXPECT_TRUE(reg().get(ds(), got[t][e]).is_ok());
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 1; t < 4; ++t) EXPECT_EQ(got[t], got[0]);
+  EXPECT_EQ(std::set<uint32_t>(got[0].begin(), got[0].end()).size(), 200u);
+}
+
+// What the Namespace says for names under epochs/ that are no view.
+TEST_F(ViewRegistryTest, NamesThatAreNoViewAreNotFound) {
+  auto world = resolve("ds/epochs/0/2");
+  ASSERT_TRUE(world.is_ok());
+  for (const char* bad : {"2.tar", "7", "0.zip", "0.tar.gz", "00.tar", "-1.tar", "+1.tar", "x.tar", ".tar", "0.bin"})
+    EXPECT_EQ(ns_->lookup(world->ino, bad).status().err(), ENOENT) << bad;
+  for (const char* bad : {"ds/epochs/01", "ds/epochs/x", "ds/epochs/0/0", "ds/epochs/0/65536", "ds/epochs/0/02"})
+    EXPECT_EQ(resolve(bad).status().err(), ENOENT) << bad;
+  EXPECT_EQ(resolve("ds/epochs/0/2/0.tar/x").status().err(), ENOTDIR);
+  // A view name looked up twice is one inode; another rank, another.
+  auto t0 = resolve("ds/epochs/0/2/0.tar"), again = resolve("ds/epochs/0/2/0.tar"), t1 = resolve("ds/epochs/0/2/1.tar");
+  ASSERT_TRUE(t0.is_ok() && again.is_ok() && t1.is_ok());
+  EXPECT_EQ(t0->ino, again->ino);
+  EXPECT_NE(t0->ino, t1->ino);
+}
+
+}  // namespace
+}  // namespace dlfs::fs::test
