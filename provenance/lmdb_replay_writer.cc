@@ -323,124 +323,134 @@ Status Writer::insert(Cursor& mc, Item it, bool append) {
   return Status::ok();
 }
 
-Status Writer::split(Cursor& mc, const Item& nitem, bool append) {
-  Db& db = *mc.db;
-  const int64_t mp_slot = mc.pg[mc.top];
-  const int newindx = mc.ki[mc.top];
-  const bool leaf = page(mp_slot).leaf;
-  const int nkeys = static_cast<int>(page(mp_slot).nodes.size());
-
-  const int64_t rp_slot = new_tree_page(db, leaf);
-  int ptop;
-  if (mc.top < 1) {
-    const int64_t pp = new_tree_page(db, false);
-    if (mc.snum >= kCursorStack) return internal("tree deeper than liblmdb's cursor stack");
-    for (int i = mc.snum; i > 0; --i) {
-      mc.pg[i] = mc.pg[i - 1];
-      mc.ki[i] = mc.ki[i - 1];
-    }
-    mc.pg[0] = pp;
-    mc.ki[0] = 0;
-    db.root = pp;
-    db.depth++;
-    DLFS_RETURN_IF_ERROR(node_add(db, page(pp), 0, Item{0, 0, 0, false, static_cast<uint64_t>(mp_slot)}));
-    mc.snum++;
-    mc.top++;
-    ptop = 0;
-  } else {
-    ptop = mc.top - 1;
+Result<int> Writer::split_parent_level(Db& db, Cursor& mc, int64_t mp_slot) {
+  if (mc.top >= 1) return mc.top - 1;
+  // The split page was the root: a new root above it, with it as only child.
+  const int64_t pp = new_tree_page(db, false);
+  if (mc.snum >= kCursorStack) return internal("tree deeper than liblmdb's cursor stack");
+  for (int i = mc.snum; i > 0; --i) {
+    mc.pg[i] = mc.pg[i - 1];
+    mc.ki[i] = mc.ki[i - 1];
   }
-  Cursor mn = mc;
-  mn.pg[mn.top] = rp_slot;
-  mn.ki[ptop] = mc.ki[ptop] + 1;
+  mc.pg[0] = pp;
+  mc.ki[0] = 0;
+  db.root = pp;
+  db.depth++;
+  DLFS_RETURN_IF_ERROR(node_add(db, page(pp), 0, Item{0, 0, 0, false, static_cast<uint64_t>(mp_slot)}));
+  mc.snum++;
+  mc.top++;
+  return 0;
+}
 
-  // The nodes in key order with the new one in place (liblmdb's `copy`
-  // pointer array with a hole at newindx).
-  std::vector<Item> items;
-  items.reserve(nkeys + 1);
-  {
-    const Page& mp = page(mp_slot);
-    for (int i = 0; i < nkeys; ++i) {
-      if (i == newindx) items.push_back(nitem);
-      items.push_back(item_of(mp.nodes[i]));
-    }
-    if (newindx >= nkeys) items.push_back(nitem);
+Writer::SplitNodes Writer::split_nodes(int64_t mp_slot, int newindx, const Item& nitem) {
+  const Page& mp = page(mp_slot);
+  SplitNodes s;
+  s.leaf = mp.leaf;
+  s.nkeys = static_cast<int>(mp.nodes.size());
+  s.newindx = newindx;
+  s.items.reserve(s.nkeys + 1);
+  for (int i = 0; i < s.nkeys; ++i) {
+    if (i == newindx) s.items.push_back(nitem);
+    s.items.push_back(item_of(mp.nodes[i]));
   }
+  if (newindx >= s.nkeys) s.items.push_back(nitem);
+  return s;
+}
 
-  int split_indx;
-  Item sep;
-  if (append) {
-    split_indx = newindx;
-    sep = nitem;
-  } else {
-    split_indx = (nkeys + 1) / 2;
-    const int pmax = static_cast<int>(psize_ - kPageHeader);
-    const int nsize = static_cast<int>(even(leaf ? leaf_size(nitem.ksize, nitem.dsize) : branch_size(nitem.ksize)));
-    // When nodes are large (or the new node goes last) the midpoint may not
-    // leave room: walk node sizes from one end to find where a page fills.
-    if (nkeys < static_cast<int>(keythresh_) || nsize > pmax / 16 || newindx >= nkeys) {
-      int psize = 0, i, j, k;
-      if (newindx <= split_indx || newindx >= nkeys) {
-        i = 0;
-        j = 1;
-        k = newindx >= nkeys ? nkeys : split_indx + 1 + (leaf ? 1 : 0);
+Result<int> Writer::split_point(const SplitNodes& s, const Item& nitem) const {
+  const bool leaf = s.leaf;
+  const int nkeys = s.nkeys, newindx = s.newindx;
+  int split_indx = (nkeys + 1) / 2;
+  const int pmax = static_cast<int>(psize_ - kPageHeader);
+  const int nsize = static_cast<int>(even(leaf ? leaf_size(nitem.ksize, nitem.dsize) : branch_size(nitem.ksize)));
+  // When nodes are large (or the new node goes last) the midpoint may not
+  // leave room: walk node sizes from one end to find where a page fills.
+  if (nkeys < static_cast<int>(keythresh_) || nsize > pmax / 16 || newindx >= nkeys) {
+    int psize = 0, i, j, k;
+    if (newindx <= split_indx || newindx >= nkeys) {
+      i = 0;
+      j = 1;
+      k = newindx >= nkeys ? nkeys : split_indx + 1 + (leaf ? 1 : 0);
+    } else {
+      i = nkeys;
+      j = -1;
+      k = split_indx - 1;
+    }
+    for (; i != k; i += j) {
+      if (i == newindx) {
+        psize += nsize;
       } else {
-        i = nkeys;
-        j = -1;
-        k = split_indx - 1;
+        const Item& n = s.items[i];
+        psize += static_cast<int>(kNodeHeader + n.ksize + kPtrSize);
+        if (leaf) psize += static_cast<int>(n.big ? kPgnoSize : n.dsize);
+        psize = static_cast<int>(even(static_cast<uint32_t>(psize)));
       }
-      for (; i != k; i += j) {
-        if (i == newindx) {
-          psize += nsize;
-        } else {
-          const Item& n = items[i];
-          psize += static_cast<int>(kNodeHeader + n.ksize + kPtrSize);
-          if (leaf) psize += static_cast<int>(n.big ? kPgnoSize : n.dsize);
-          psize = static_cast<int>(even(static_cast<uint32_t>(psize)));
-        }
-        if (psize > pmax || i == k - j) {
-          split_indx = i + (j < 0 ? 1 : 0);
-          break;
-        }
+      if (psize > pmax || i == k - j) {
+        split_indx = i + (j < 0 ? 1 : 0);
+        break;
       }
     }
-    if (split_indx < 0 || split_indx > nkeys) return internal("split point out of range");
-    sep = items[split_indx];
   }
+  if (split_indx < 0 || split_indx > nkeys) return internal("split point out of range");
+  return split_indx;
+}
 
-  // The separator goes into the parent, which may split in turn.
-  const Item sep_item{sep.key, sep.ksize, 0, false, static_cast<uint64_t>(rp_slot)};
-  if (size_left(page(mn.pg[ptop])) < branch_size(sep.ksize)) {
+Status Writer::add_separator(Cursor& mn, int ptop, const Item& sep_item) {
+  if (size_left(page(mn.pg[ptop])) < branch_size(sep_item.ksize)) {
     mn.snum--;
     mn.top--;
-    DLFS_RETURN_IF_ERROR(split(mn, sep_item, false));
-  } else {
-    DLFS_RETURN_IF_ERROR(node_add(db, page(mn.pg[ptop]), mn.ki[ptop], sep_item));
+    return split(mn, sep_item, false);
   }
+  return node_add(*mn.db, page(mn.pg[ptop]), mn.ki[ptop], sep_item);
+}
 
-  if (append) return node_add(db, page(rp_slot), 0, nitem);
-
-  // Rewrite: the right page from the split point, then the left page from 0.
+Status Writer::rewrite_halves(Db& db, const SplitNodes& s, int64_t mp_slot, int64_t rp_slot, int split_indx) {
   // A branch page's first node keeps no key.
   Page& rp = page(rp_slot);
-  for (int i = split_indx, j = 0; i <= nkeys; ++i, ++j) {
-    Item it = items[i];
-    if (!leaf && j == 0) it.ksize = 0;
+  for (int i = split_indx, j = 0; i <= s.nkeys; ++i, ++j) {
+    Item it = s.items[i];
+    if (!s.leaf && j == 0) it.ksize = 0;
     DLFS_RETURN_IF_ERROR(node_add(db, rp, j, it));
   }
   Page copy;
   copy.pgno = page(mp_slot).pgno;
-  copy.leaf = leaf;
+  copy.leaf = s.leaf;
   copy.upper = psize_;
   for (int i = 0; i < split_indx; ++i) {
-    Item it = items[i];
-    if (!leaf && i == 0) it.ksize = 0;
+    Item it = s.items[i];
+    if (!s.leaf && i == 0) it.ksize = 0;
     DLFS_RETURN_IF_ERROR(node_add(db, copy, i, it));
   }
   Page& mp = page(mp_slot);
   mp.nodes.swap(copy.nodes);
   mp.upper = copy.upper;
   return Status::ok();
+}
+
+Status Writer::split(Cursor& mc, const Item& nitem, bool append) {
+  Db& db = *mc.db;
+  const int64_t mp_slot = mc.pg[mc.top];
+  const int newindx = mc.ki[mc.top];
+
+  const int64_t rp_slot = new_tree_page(db, page(mp_slot).leaf);
+  DLFS_ASSIGN_OR_RETURN(const int ptop, split_parent_level(db, mc, mp_slot));
+  Cursor mn = mc;
+  mn.pg[mn.top] = rp_slot;
+  mn.ki[ptop] = mc.ki[ptop] + 1;
+
+  const SplitNodes nodes = split_nodes(mp_slot, newindx, nitem);
+  int split_indx = newindx;
+  if (!append) {
+    DLFS_ASSIGN_OR_RETURN(split_indx, split_point(nodes, nitem));
+  }
+  const Item& sep = append ? nitem : nodes.items[split_indx];
+
+  // The separator goes into the parent, which may split in turn.
+  DLFS_RETURN_IF_ERROR(add_separator(mn, ptop, Item{sep.key, sep.ksize, 0, false, static_cast<uint64_t>(rp_slot)}));
+
+  if (append) return node_add(db, page(rp_slot), 0, nitem);
+  // Rewrite: the right page from the split point, then the left page from 0.
+  return rewrite_halves(db, nodes, mp_slot, rp_slot, split_indx);
 }
 
 void Writer::collect(int64_t slot, Locations* out) const {

@@ -193,6 +193,34 @@ class Writer {
   // order (which repacks the left page) around a size-aware split point.
   Status split(Cursor& mc, const Item& nitem, bool append);
 
+  // The pieces of split, in the order it runs them.
+
+  // The level of the split page's parent in `mc`; a new root first (the cursor
+  // shifted down one level) when the split page was the root.
+  Result<int> split_parent_level(Db& db, Cursor& mc, int64_t mp_slot);
+
+  // The split page's nodes in key order with the new one in place (liblmdb's
+  // `copy` pointer array with a hole at newindx).
+  struct SplitNodes {
+    std::vector<Item> items;  // nkeys + 1 of them
+    int nkeys = 0;            // on the page before the split
+    int newindx = 0;          // where the new node goes
+    bool leaf = false;
+  };
+  SplitNodes split_nodes(int64_t mp_slot, int newindx, const Item& nitem);
+
+  // Where the right page starts without MDB_APPEND: the midpoint, or where a
+  // page fills when nodes are large or the new node goes last.
+  Result<int> split_point(const SplitNodes& s, const Item& nitem) const;
+
+  // The separator into the parent at level `ptop` of `mn`, splitting the parent
+  // in turn when it has no room.
+  Status add_separator(Cursor& mn, int ptop, const Item& sep_item);
+
+  // Without MDB_APPEND both halves are rewritten in key order: the right page
+  // from the split point, then the left page (repacked) from 0.
+  Status rewrite_halves(Db& db, const SplitNodes& s, int64_t mp_slot, int64_t rp_slot, int split_indx);
+
   // ---- the free database -------------------------------------------------
 
   // mdb_cursor_put(MDB_RESERVE) into the free DB: a new record, or an existing

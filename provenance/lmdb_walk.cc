@@ -67,6 +67,119 @@ Result<const unsigned char*> map_base(const void* inside, ino_t inode, const std
   return Status(EIO, path + ": the value pointer is in no mapping of /proc/self/maps");
 }
 
+// A read transaction on the main database of an environment opened
+// read-only, and a cursor on it. Members close in reverse order: the cursor,
+// the transaction, then the environment, as liblmdb requires.
+struct ReadCursor {
+  std::unique_ptr<MDB_env, EnvCloser> env;
+  std::unique_ptr<MDB_txn, TxnAborter> txn;
+  std::unique_ptr<MDB_cursor, CursorCloser> cur;
+  uint64_t entries = 0;  // the main database's record count (mdb_stat)
+};
+
+Status open_read_cursor(const std::string& path, bool is_dir, ReadCursor& opened) {
+  MDB_env* raw_env = nullptr;
+  int rc = mdb_env_create(&raw_env);
+  if (rc) return lmdb_error(rc, path, "mdb_env_create");
+  opened.env.reset(raw_env);
+  // MDB_NOLOCK: no lock file is opened or created (a read-only mount has none,
+  // and a reader table is only needed against a concurrent writer, which a
+  // dataset being served must not have). MDB_NOSUBDIR when given the file.
+  unsigned flags = MDB_RDONLY | MDB_NOLOCK | MDB_NORDAHEAD | (is_dir ? 0u : MDB_NOSUBDIR);
+  rc = mdb_env_open(opened.env.get(), path.c_str(), flags, 0);
+  if (rc) return lmdb_error(rc, path, "opening the LMDB environment read-only");
+
+  MDB_txn* raw_txn = nullptr;
+  rc = mdb_txn_begin(opened.env.get(), nullptr, MDB_RDONLY, &raw_txn);
+  if (rc) return lmdb_error(rc, path, "beginning a read transaction");
+  opened.txn.reset(raw_txn);
+  MDB_dbi dbi = 0;
+  rc = mdb_dbi_open(opened.txn.get(), nullptr, 0, &dbi);
+  if (rc) return lmdb_error(rc, path, "opening the main database");
+  MDB_stat ms{};
+  rc = mdb_stat(opened.txn.get(), dbi, &ms);
+  if (rc) return lmdb_error(rc, path, "mdb_stat");
+  opened.entries = ms.ms_entries;
+
+  MDB_cursor* raw_cur = nullptr;
+  rc = mdb_cursor_open(opened.txn.get(), dbi, &raw_cur);
+  if (rc) return lmdb_error(rc, path, "opening a cursor");
+  opened.cur.reset(raw_cur);
+  return Status::ok();
+}
+
+// Turns the cursor's records into locations in data.mdb, checking each one.
+class Locator {
+ public:
+  Locator(const std::string& data_path, const struct stat& data_stat, uint64_t page_size)
+      : data_path_(data_path),
+        inode_(data_stat.st_ino),
+        file_size_(static_cast<uint64_t>(data_stat.st_size)),
+        psize_(page_size) {}
+
+  // Record number `index`, key `k`, value `v`.
+  Result<ValueLocation> locate(size_t index, const MDB_val& k, const MDB_val& v) {
+    auto* vp = static_cast<const unsigned char*>(v.mv_data);
+    if (base_ == nullptr) DLFS_RETURN_IF_ERROR(find_base(vp));
+    // Every leaf node is [header 8][key][value]; its flags tell what the
+    // record is. The key pointer is the node's key, so the header precedes it.
+    uint16_t nflags;
+    std::memcpy(&nflags, static_cast<const unsigned char*>(k.mv_data) - kNodeHeader + 4, sizeof nflags);
+    if (nflags & kNodeSubData) {
+      return Status(ENOTSUP, data_path_ + ": the main database holds named sub-databases (record " +
+                                 std::to_string(index) + " is one); only a plain main database is supported");
+    }
+    if (nflags & kNodeDupData) {
+      return Status(ENOTSUP, data_path_ + ": record " + std::to_string(index) + " holds duplicate values");
+    }
+    if (vp < base_) return Status(EIO, data_path_ + ": a value lies before the map base");
+    uint64_t off = static_cast<uint64_t>(vp - base_);
+    if (off + v.mv_size > file_size_) {
+      return Status(EIO, data_path_ + ": record " + std::to_string(index) + " ends past the end of the file");
+    }
+    if ((nflags & kNodeBigData) && !checked_overflow_) DLFS_RETURN_IF_ERROR(check_overflow_page(index, vp, off));
+    return ValueLocation{off, v.mv_size};
+  }
+
+ private:
+  Status find_base(const unsigned char* vp) {
+    auto b = map_base(vp, inode_, data_path_);
+    if (!b) return b.status();
+    base_ = *b;
+    // The map starts with meta page 0: check we found byte 0 of the file.
+    uint32_t magic;
+    std::memcpy(&magic, base_ + kPageHeader, sizeof magic);
+    if (magic != kMagic) return Status(EIO, data_path_ + ": the derived map base does not hold meta page 0");
+    return Status::ok();
+  }
+
+  // An overflow value starts right after its first page's header, which
+  // names that page: a consistency check of the derived map base, done once.
+  // Not for every value: that would read every overflow page of the file (a
+  // cold walk of 1.28e6 3 KiB values went from 0.3 s to 40 s); liblmdb itself
+  // reads only branch and leaf pages here, and every read of a value checks
+  // its header anyway (EpochView).
+  Status check_overflow_page(size_t index, const unsigned char* vp, uint64_t off) {
+    checked_overflow_ = true;
+    uint64_t pg;
+    uint16_t pflags;
+    std::memcpy(&pg, vp - kPageHeader, sizeof pg);
+    std::memcpy(&pflags, vp - kPageHeader + 10, sizeof pflags);
+    if (!(pflags & kPageOverflow) || (off - kPageHeader) != pg * psize_) {
+      return Status(EIO, data_path_ + ": record " + std::to_string(index) +
+                             ": overflow page header does not match its position");
+    }
+    return Status::ok();
+  }
+
+  const std::string& data_path_;
+  const ino_t inode_;
+  const uint64_t file_size_;
+  const uint64_t psize_;
+  const unsigned char* base_ = nullptr;
+  bool checked_overflow_ = false;
+};
+
 }  // namespace
 
 Result<Locations> walk_locations(const std::string& path, std::vector<uint32_t>* key_sizes) {
@@ -81,101 +194,32 @@ Result<Locations> walk_locations(const std::string& path, std::vector<uint32_t>*
   // do not say what is wrong with the file.
   auto meta = read_meta_key(data_path);
   if (!meta) return meta.status();
-  const uint64_t psize = meta->page_size;
   if (meta->flags & MDB_DUPSORT) {
     return Status(ENOTSUP, data_path + ": the main database uses MDB_DUPSORT (duplicate keys); "
                                        "a dataset needs one value per key");
   }
 
-  MDB_env* raw_env = nullptr;
-  int rc = mdb_env_create(&raw_env);
-  if (rc) return lmdb_error(rc, path, "mdb_env_create");
-  std::unique_ptr<MDB_env, EnvCloser> env(raw_env);
-  // MDB_NOLOCK: no lock file is opened or created (a read-only mount has none,
-  // and a reader table is only needed against a concurrent writer, which a
-  // dataset being served must not have). MDB_NOSUBDIR when given the file.
-  unsigned flags = MDB_RDONLY | MDB_NOLOCK | MDB_NORDAHEAD | (is_dir ? 0u : MDB_NOSUBDIR);
-  rc = mdb_env_open(env.get(), path.c_str(), flags, 0);
-  if (rc) return lmdb_error(rc, path, "opening the LMDB environment read-only");
-
-  MDB_txn* raw_txn = nullptr;
-  rc = mdb_txn_begin(env.get(), nullptr, MDB_RDONLY, &raw_txn);
-  if (rc) return lmdb_error(rc, path, "beginning a read transaction");
-  std::unique_ptr<MDB_txn, TxnAborter> txn(raw_txn);
-  MDB_dbi dbi = 0;
-  rc = mdb_dbi_open(txn.get(), nullptr, 0, &dbi);
-  if (rc) return lmdb_error(rc, path, "opening the main database");
-  MDB_stat ms{};
-  rc = mdb_stat(txn.get(), dbi, &ms);
-  if (rc) return lmdb_error(rc, path, "mdb_stat");
-
-  MDB_cursor* raw_cur = nullptr;
-  rc = mdb_cursor_open(txn.get(), dbi, &raw_cur);
-  if (rc) return lmdb_error(rc, path, "opening a cursor");
-  std::unique_ptr<MDB_cursor, CursorCloser> cur(raw_cur);
-
+  ReadCursor db;
+  DLFS_RETURN_IF_ERROR(open_read_cursor(path, is_dir, db));
   Locations out;
-  out.reserve(ms.ms_entries);
+  out.reserve(db.entries);
   if (key_sizes) {
     key_sizes->clear();
-    key_sizes->reserve(ms.ms_entries);
+    key_sizes->reserve(db.entries);
   }
-  const unsigned char* base = nullptr;
-  const uint64_t file_size = static_cast<uint64_t>(dst.st_size);
-  bool checked_overflow = false;
+  Locator locator(data_path, dst, meta->page_size);
   MDB_val k, v;
-  for (rc = mdb_cursor_get(cur.get(), &k, &v, MDB_FIRST); rc == 0;
-       rc = mdb_cursor_get(cur.get(), &k, &v, MDB_NEXT)) {
-    auto* vp = static_cast<const unsigned char*>(v.mv_data);
-    if (base == nullptr) {
-      auto b = map_base(vp, dst.st_ino, data_path);
-      if (!b) return b.status();
-      base = *b;
-      // The map starts with meta page 0: check we found byte 0 of the file.
-      uint32_t magic;
-      std::memcpy(&magic, base + kPageHeader, sizeof magic);
-      if (magic != kMagic) return Status(EIO, data_path + ": the derived map base does not hold meta page 0");
-    }
-    // Every leaf node is [header 8][key][value]; its flags tell what the
-    // record is. The key pointer is the node's key, so the header precedes it.
-    uint16_t nflags;
-    std::memcpy(&nflags, static_cast<const unsigned char*>(k.mv_data) - kNodeHeader + 4, sizeof nflags);
-    if (nflags & kNodeSubData) {
-      return Status(ENOTSUP, data_path + ": the main database holds named sub-databases (record " +
-                                 std::to_string(out.size()) + " is one); only a plain main database is supported");
-    }
-    if (nflags & kNodeDupData) {
-      return Status(ENOTSUP, data_path + ": record " + std::to_string(out.size()) + " holds duplicate values");
-    }
-    if (vp < base) return Status(EIO, data_path + ": a value lies before the map base");
-    uint64_t off = static_cast<uint64_t>(vp - base);
-    if (off + v.mv_size > file_size) {
-      return Status(EIO, data_path + ": record " + std::to_string(out.size()) + " ends past the end of the file");
-    }
-    if ((nflags & kNodeBigData) && !checked_overflow) {
-      // An overflow value starts right after its first page's header, which
-      // names that page: a consistency check of the derived map base, done
-      // once. Not for every value: that would read every overflow page of the
-      // file (a cold walk of 1.28e6 3 KiB values went from 0.3 s to 40 s);
-      // liblmdb itself reads only branch and leaf pages here, and every read
-      // of a value checks its header anyway (EpochView).
-      checked_overflow = true;
-      uint64_t pg;
-      uint16_t pflags;
-      std::memcpy(&pg, vp - kPageHeader, sizeof pg);
-      std::memcpy(&pflags, vp - kPageHeader + 10, sizeof pflags);
-      if (!(pflags & kPageOverflow) || (off - kPageHeader) != pg * psize) {
-        return Status(EIO, data_path + ": record " + std::to_string(out.size()) +
-                               ": overflow page header does not match its position");
-      }
-    }
-    out.push_back({off, v.mv_size});
+  int rc;
+  for (rc = mdb_cursor_get(db.cur.get(), &k, &v, MDB_FIRST); rc == 0;
+       rc = mdb_cursor_get(db.cur.get(), &k, &v, MDB_NEXT)) {
+    DLFS_ASSIGN_OR_RETURN(ValueLocation loc, locator.locate(out.size(), k, v));
+    out.push_back(loc);
     if (key_sizes) key_sizes->push_back(static_cast<uint32_t>(k.mv_size));
   }
   if (rc != MDB_NOTFOUND) return lmdb_error(rc, path, "walking the main database");
-  if (out.size() != ms.ms_entries) {
+  if (out.size() != db.entries) {
     return Status(EIO, data_path + ": walked " + std::to_string(out.size()) + " records but the database counts " +
-                           std::to_string(ms.ms_entries));
+                           std::to_string(db.entries));
   }
   return out;
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes the LMDB sidecar decoder (provenance/lmdb_sidecar.cc) with libFuzzer,
+# Fuzzes the LMDB sidecar decoder (provenance/lmdb_sidecar*.cc) with libFuzzer,
 # AddressSanitizer and UndefinedBehaviorSanitizer.
 #
 # Usage: tools/fuzz-sidecar.sh [--seconds N] [--runs N] [--seed S] [--out DIR]
@@ -17,7 +17,7 @@
 # The fuzz build compiles the few sources it needs directly with clang++ rather
 # than through meson: the meson build uses g++ (libFuzzer and its sanitizer
 # runtime are clang's), and a second meson build directory with a different
-# compiler and sanitizer flags for every target would be heavier than the three
+# compiler and sanitizer flags for every target would be heavier than the few
 # files this needs.
 #
 # Exit status: 0 when the run ends without a finding; otherwise libFuzzer's
@@ -61,7 +61,7 @@ fi
 cxx=clang++-14
 
 mkdir -p "$out"
-srcs=(provenance/lmdb_sidecar.cc common/status.cc)
+srcs=(provenance/lmdb_sidecar*.cc common/status.cc)
 common_flags=(-std=c++20 -I. -g -O1 -Wall -Wextra)
 echo "fuzz-sidecar.sh: building $out/sidecar_fuzz and $out/make_seeds"
 "$cxx" "${common_flags[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \

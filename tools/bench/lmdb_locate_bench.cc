@@ -135,117 +135,157 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"Time to get every LMDB value's location: sidecar (provenance replay, explicit) vs a cursor walk,\n"
-               "cold and warm page cache. Builds the database first if DIR has none."};
+struct BenchArgs {
   std::string dir;
   uint64_t records = 1280000, every = 1000;
   uint32_t value_size = 3072;
   int reps = 5;
   bool keep = false;
-  app.add_option("--dir", dir, "Database directory (default: a new one under /tmp, removed unless --keep)");
-  app.add_option("--records", records, "Records to build (default 1280000, ImageNet's training set)");
-  app.add_option("--value-size", value_size, "Bytes per value (default 3072; over ~2 KiB values are in overflow pages)");
-  app.add_option("--commit-every", every, "Records per write transaction (default 1000)")->check(CLI::PositiveNumber);
-  app.add_option("--reps", reps, "Timed runs per method and cache state (default 5)")->check(CLI::Range(1, 100));
-  app.add_flag("--keep", keep, "Keep the database");
-  CLI11_PARSE(app, argc, argv);
-  const bool temp = dir.empty();
-  if (temp) dir = "/tmp/dlfs-lmdb-locate-" + std::to_string(::getpid());
-  const std::string data = dir + "/data.mdb", prov_path = dir + "/provenance.dlfs", expl_path = dir + "/explicit.dlfs";
+};
 
-  if (!stdfs::exists(data)) {
-    lm::Provenance p = build(dir, records, value_size, every);
-    auto key = lm::read_meta_key(data);
-    if (!key) die(key.status().message());
-    auto walked = lm::walk_locations(dir);
-    if (!walked) die(walked.status().message());
-    auto r = lm::replay(p);
-    if (!r || r->locations != *walked || !(r->meta == *key)) die("the replay does not reproduce the database");
-    if (auto s = lm::write_sidecar_file(prov_path, lm::Sidecar{*key, lm::canonical(p), std::nullopt}); !s)
-      die(s.message());
-    if (auto s = lm::write_sidecar_file(expl_path, lm::Sidecar{*key, std::nullopt, *walked}); !s) die(s.message());
-  }
-  if (!stdfs::exists(prov_path) || !stdfs::exists(expl_path))
-    die(dir + " has no provenance.dlfs/explicit.dlfs (give a --dir this tool built, or none)");
-  auto reference = lm::walk_locations(dir);
-  if (!reference) die(reference.status().message());
-  const uint64_t n = reference->size();
+// The files in DIR the bench reads: the database, the two sidecars it built,
+// and the copy of the provenance one where the daemon looks for it.
+struct BenchFiles {
+  explicit BenchFiles(const std::string& dir)
+      : data(dir + "/data.mdb"),
+        prov(dir + "/provenance.dlfs"),
+        expl(dir + "/explicit.dlfs"),
+        daemon_side(dir + "/" + std::string(lm::kSidecarFileName)) {}
+  std::string data, prov, expl, daemon_side;
+};
 
-  struct Method {
-    const char* name;
-    std::function<lm::Locations()> run;
-  };
-  const std::string daemon_side = dir + "/" + std::string(lm::kSidecarFileName);
-  std::vector<Method> methods = {
+// Builds the database and writes both sidecar forms for it, after checking
+// that the replay of its provenance reproduces it.
+void build_with_sidecars(const BenchArgs& a, const BenchFiles& f) {
+  lm::Provenance p = build(a.dir, a.records, a.value_size, a.every);
+  auto key = lm::read_meta_key(f.data);
+  if (!key) die(key.status().message());
+  auto walked = lm::walk_locations(a.dir);
+  if (!walked) die(walked.status().message());
+  auto r = lm::replay(p);
+  if (!r || r->locations != *walked || !(r->meta == *key)) die("the replay does not reproduce the database");
+  if (auto s = lm::write_sidecar_file(f.prov, lm::Sidecar{*key, lm::canonical(p), std::nullopt}); !s)
+    die(s.message());
+  if (auto s = lm::write_sidecar_file(f.expl, lm::Sidecar{*key, std::nullopt, *walked}); !s) die(s.message());
+}
+
+struct Method {
+  const char* name;
+  std::function<lm::Locations()> run;
+};
+
+// The four ways to every value's location, in the order the ratios use them.
+std::vector<Method> methods(const std::string& dir, const BenchFiles& f) {
+  return {
       {"sidecar provenance (read + replay)",
-       [&] {
-         auto s = lm::read_sidecar_file(prov_path);
+       [&f] {
+         auto s = lm::read_sidecar_file(f.prov);
          if (!s) die(s.status().message());
          auto r = lm::replay(*s->provenance);
          if (!r) die(r.status().message());
          return std::move(r->locations);
        }},
       {"sidecar explicit (read + decode)",
-       [&] {
-         auto s = lm::read_sidecar_file(expl_path);
+       [&f] {
+         auto s = lm::read_sidecar_file(f.expl);
          if (!s) die(s.status().message());
          return std::move(*s->locations);
        }},
       {"cursor walk (liblmdb)",
-       [&] {
+       [&dir] {
          auto w = lm::walk_locations(dir);
          if (!w) die(w.status().message());
          return std::move(w).value();
        }},
       {"daemon open (key + replay + spot checks)",
-       [&] {
+       [&dir] {
          auto l = lm::open_layout(dir);
          if (!l) die(l.status().message());
          if (l->source != lm::LayoutSource::sidecar_provenance) die("open_layout did not use the sidecar: " + l->why_walk);
          return std::move(l->locations);
        }},
   };
-  stdfs::copy_file(prov_path, daemon_side, stdfs::copy_options::overwrite_existing);
+}
 
-  const std::vector<std::string> files = {data, prov_path, expl_path, daemon_side};
+struct Medians {
+  double cold = 0, warm = 0;
+};
+
+// `reps` cold runs, an untimed warm-up, `reps` warm runs, each checked against
+// the reference; prints the method's line and returns its medians.
+Medians time_method(const Method& m, int reps, const std::vector<std::string>& files, const lm::Locations& reference) {
+  std::vector<double> cold, warm;
+  for (int i = 0; i < 2 * reps + 1; ++i) {
+    const bool is_cold = i < reps;
+    if (is_cold) evict(files);
+    auto t0 = std::chrono::steady_clock::now();
+    lm::Locations got = m.run();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (got != reference) die(std::string(m.name) + ": locations differ from the walk");
+    if (is_cold) cold.push_back(s);
+    else if (i > reps) warm.push_back(s);  // run `reps` is the untimed warm-up
+  }
+  Medians med{median(cold), median(warm)};
+  std::string runs;
+  for (double s : cold) runs += std::to_string(s).substr(0, 6) + " ";
+  runs += "| ";
+  for (double s : warm) runs += std::to_string(s).substr(0, 6) + " ";
+  std::printf("%-42s %10.4f %10.4f %10.0f   %s\n", m.name, med.cold, med.warm, reference.size() / med.warm,
+              runs.c_str());
+  return med;
+}
+
+void print_header(const BenchArgs& a, const BenchFiles& f, uint64_t n, const std::vector<std::string>& files) {
   std::printf("database: %llu records of %u B, commit every %llu; data.mdb %.1f MiB; sidecars: provenance %llu B, "
               "explicit %llu B\n",
-              static_cast<unsigned long long>(n), value_size, static_cast<unsigned long long>(every),
-              stdfs::file_size(data) / 1048576.0, static_cast<unsigned long long>(stdfs::file_size(prov_path)),
-              static_cast<unsigned long long>(stdfs::file_size(expl_path)));
+              static_cast<unsigned long long>(n), a.value_size, static_cast<unsigned long long>(a.every),
+              stdfs::file_size(f.data) / 1048576.0, static_cast<unsigned long long>(stdfs::file_size(f.prov)),
+              static_cast<unsigned long long>(stdfs::file_size(f.expl)));
   std::string how = evict(files);
   std::printf("cold runs: page cache emptied with %s before each (data.mdb resident after it: %.1f%%)\n\n",
-              how.c_str(), 100 * resident_fraction(data));
+              how.c_str(), 100 * resident_fraction(f.data));
   std::printf("%-42s %10s %10s %10s   %s\n", "method", "cold s", "warm s", "warm rec/s", "runs cold | warm");
-  std::vector<double> cold_med, warm_med;
-  for (const auto& m : methods) {
-    std::vector<double> cold, warm;
-    for (int i = 0; i < 2 * reps + 1; ++i) {
-      const bool is_cold = i < reps;
-      if (is_cold) evict(files);
-      auto t0 = std::chrono::steady_clock::now();
-      lm::Locations got = m.run();
-      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (got != *reference) die(std::string(m.name) + ": locations differ from the walk");
-      if (is_cold) cold.push_back(s);
-      else if (i > reps) warm.push_back(s);  // run `reps` is the untimed warm-up
-    }
-    cold_med.push_back(median(cold));
-    warm_med.push_back(median(warm));
-    std::string runs;
-    for (double s : cold) runs += std::to_string(s).substr(0, 6) + " ";
-    runs += "| ";
-    for (double s : warm) runs += std::to_string(s).substr(0, 6) + " ";
-    std::printf("%-42s %10.4f %10.4f %10.0f   %s\n", m.name, cold_med.back(), warm_med.back(), n / warm_med.back(),
-                runs.c_str());
-  }
-  std::printf("\nwalk / sidecar provenance: cold %.2fx, warm %.2fx\n", cold_med[2] / cold_med[0], warm_med[2] / warm_med[0]);
-  std::printf("walk / sidecar explicit:   cold %.2fx, warm %.2fx\n", cold_med[2] / cold_med[1], warm_med[2] / warm_med[1]);
-  std::printf("walk / daemon open:        cold %.2fx, warm %.2fx\n", cold_med[2] / cold_med[3], warm_med[2] / warm_med[3]);
-  stdfs::remove(daemon_side);
-  if (temp && !keep) stdfs::remove_all(dir);
+}
+
+// The walk's time over each other method's (methods() order: 0 provenance,
+// 1 explicit, 2 walk, 3 daemon open).
+void print_ratios(const std::vector<Medians>& m) {
+  std::printf("\nwalk / sidecar provenance: cold %.2fx, warm %.2fx\n", m[2].cold / m[0].cold, m[2].warm / m[0].warm);
+  std::printf("walk / sidecar explicit:   cold %.2fx, warm %.2fx\n", m[2].cold / m[1].cold, m[2].warm / m[1].warm);
+  std::printf("walk / daemon open:        cold %.2fx, warm %.2fx\n", m[2].cold / m[3].cold, m[2].warm / m[3].warm);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Time to get every LMDB value's location: sidecar (provenance replay, explicit) vs a cursor walk,\n"
+               "cold and warm page cache. Builds the database first if DIR has none."};
+  BenchArgs a;
+  app.add_option("--dir", a.dir, "Database directory (default: a new one under /tmp, removed unless --keep)");
+  app.add_option("--records", a.records, "Records to build (default 1280000, ImageNet's training set)");
+  app.add_option("--value-size", a.value_size, "Bytes per value (default 3072; over ~2 KiB values are in overflow pages)");
+  app.add_option("--commit-every", a.every, "Records per write transaction (default 1000)")->check(CLI::PositiveNumber);
+  app.add_option("--reps", a.reps, "Timed runs per method and cache state (default 5)")->check(CLI::Range(1, 100));
+  app.add_flag("--keep", a.keep, "Keep the database");
+  CLI11_PARSE(app, argc, argv);
+  const bool temp = a.dir.empty();
+  if (temp) a.dir = "/tmp/dlfs-lmdb-locate-" + std::to_string(::getpid());
+  const BenchFiles f(a.dir);
+
+  if (!stdfs::exists(f.data)) build_with_sidecars(a, f);
+  if (!stdfs::exists(f.prov) || !stdfs::exists(f.expl))
+    die(a.dir + " has no provenance.dlfs/explicit.dlfs (give a --dir this tool built, or none)");
+  auto reference = lm::walk_locations(a.dir);
+  if (!reference) die(reference.status().message());
+
+  const std::vector<Method> ms = methods(a.dir, f);
+  stdfs::copy_file(f.prov, f.daemon_side, stdfs::copy_options::overwrite_existing);
+  const std::vector<std::string> files = {f.data, f.prov, f.expl, f.daemon_side};
+  print_header(a, f, reference->size(), files);
+  std::vector<Medians> medians;
+  for (const auto& m : ms) medians.push_back(time_method(m, a.reps, files, *reference));
+  print_ratios(medians);
+  stdfs::remove(f.daemon_side);
+  if (temp && !a.keep) stdfs::remove_all(a.dir);
   return 0;
 }

@@ -42,109 +42,134 @@ dlfs::Result<std::string> find_socket(const std::string& socket, const std::stri
   return found[0];
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{kDescription, "dlfs-ctl"};
-  app.require_subcommand(1);
+// What the daemon commands (all but `lmdb`) are given.
+struct DaemonArgs {
   std::string socket, mount, dataset;
   bool json_out = false;
   double timeout_s = 30;
-  app.add_option("--socket", socket, "Control socket path");
-  app.add_option("--mount", mount, "Mountpoint of the daemon to talk to");
-  app.add_flag("--json", json_out, "Print the daemon's JSON answer (for scripts)");
-  app.add_option("--timeout", timeout_s, "Seconds to wait for an answer (verify: between progress lines)");
+  uint64_t epoch = 0, world_size = 0, rank = 0, show = 10, epochs = 10;
+};
+
+// The global options and the daemon commands, in the order --help lists them.
+void add_daemon_commands(CLI::App& app, DaemonArgs& a) {
+  app.add_option("--socket", a.socket, "Control socket path");
+  app.add_option("--mount", a.mount, "Mountpoint of the daemon to talk to");
+  app.add_flag("--json", a.json_out, "Print the daemon's JSON answer (for scripts)");
+  app.add_option("--timeout", a.timeout_s, "Seconds to wait for an answer (verify: between progress lines)");
   auto* status = app.add_subcommand("status", "Datasets, load progress and memory");
   auto* stats = app.add_subcommand("stats", "Status plus bytes and requests served, memory vs backend, per view");
   auto* verify = app.add_subcommand("verify", "Check that every resident extent equals the backend (xxh3)");
-  verify->add_option("--dataset", dataset, "Only this dataset");
-  uint64_t epoch = 0, world_size = 0, rank = 0, show = 10, epochs = 10;
+  verify->add_option("--dataset", a.dataset, "Only this dataset");
   auto* plan = app.add_subcommand(
       "plan", "The epoch plan of a dataset: seed, remainder, rounds, shuffle ratio R and randomization level RL,\n"
               "and the first samples rank --rank of --world-size reads in --epoch");
-  plan->add_option("--dataset", dataset, "Dataset (default: the first)");
-  plan->add_option("--epoch", epoch, "Epoch (default 0)");
-  plan->add_option("--world-size", world_size, "World size W (default: the dataset's world_size)")
+  plan->add_option("--dataset", a.dataset, "Dataset (default: the first)");
+  plan->add_option("--epoch", a.epoch, "Epoch (default 0)");
+  plan->add_option("--world-size", a.world_size, "World size W (default: the dataset's world_size)")
       ->check(CLI::Range(1, 65535));
-  plan->add_option("--rank", rank, "Rank (default 0)");
-  plan->add_option("--show", show, "How many sample ids to print (default 10)");
+  plan->add_option("--rank", a.rank, "Rank (default 0)");
+  plan->add_option("--show", a.show, "How many sample ids to print (default 10)");
   auto* report = app.add_subcommand(
       "shuffle-report", "Measure the orders this configuration produces over --epochs epochs against a full\n"
                         "shuffle and a constant order (position spread, neighbours kept, rank correlations)");
-  report->add_option("--dataset", dataset, "Dataset (default: the first)");
-  report->add_option("--epochs", epochs, "Epochs to measure (2..1000, default 10)")->check(CLI::Range(2, 1000));
+  report->add_option("--dataset", a.dataset, "Dataset (default: the first)");
+  report->add_option("--epochs", a.epochs, "Epochs to measure (2..1000, default 10)")->check(CLI::Range(2, 1000));
   auto* unmount = app.add_subcommand("unmount", "Unmount and stop the daemon, and wait until it is gone");
   for (auto* sub : {status, stats, verify, plan, report, unmount}) sub->fallthrough();
-  int lmdb_exit = kOk;
-  dlfs::ctl::add_lmdb_commands(app, lmdb_exit);
-  // CLI11_PARSE would exit 105..109 on bad arguments; the documented usage code is 2.
-  try { app.parse(argc, argv); } catch (const CLI::ParseError& e) { return app.exit(e) == 0 ? kOk : kUsage; }
-  if (app.got_subcommand("lmdb")) return lmdb_exit;
+}
 
-  auto path = find_socket(socket, mount);
+nlohmann::json make_request(const std::string& cmd, const DaemonArgs& a) {
+  nlohmann::json request = {{"cmd", cmd}};
+  if (!a.dataset.empty()) request["dataset"] = a.dataset;
+  if (cmd == "plan") {
+    request["epoch"] = a.epoch;
+    request["rank"] = a.rank;
+    request["show"] = a.show;
+    if (a.world_size) request["world_size"] = a.world_size;
+  }
+  if (cmd == "shuffle-report") request["epochs"] = a.epochs;
+  return request;
+}
+
+// One progress line of verify or shuffle-report, overwritten by the next.
+void print_progress(const std::string& cmd, const nlohmann::json& p) {
+  if (cmd == "shuffle-report") {
+    std::fprintf(stderr, "shuffle-report: %llu/%llu epochs\r",
+                 static_cast<unsigned long long>(p.value("epochs_done", 0ull)),
+                 static_cast<unsigned long long>(p.value("epochs_total", 0ull)));
+    return;
+  }
+  std::fprintf(stderr, "verify %s: %llu/%llu extents\r", p.value("dataset", std::string("?")).c_str(),
+               static_cast<unsigned long long>(p.value("extents_done", 0ull)),
+               static_cast<unsigned long long>(p.value("extents_total", 0ull)));
+}
+
+// The daemon unmounts after answering; wait until its socket stops answering.
+int wait_until_gone(const std::string& socket_path, const DaemonArgs& a, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto again = dlfs::control_call(socket_path, {{"cmd", "status"}}, nullptr, std::chrono::milliseconds(1000));
+    if (!again) {
+      std::printf("unmounted%s\n", a.mount.empty() ? "" : (" " + a.mount).c_str());
+      return kOk;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::fprintf(stderr, "dlfs-ctl unmount: the daemon still answers after %.0f s\n", a.timeout_s);
+  return kFailed;
+}
+
+// The answer as a person reads it (--json: as the daemon sent it).
+void print_answer(const std::string& cmd, const nlohmann::json& answer, bool json_out) {
+  if (json_out) {
+    std::cout << answer.dump(2) << "\n";
+  } else if (cmd == "status") {
+    std::cout << dlfs::ctl::render_status(answer);
+  } else if (cmd == "stats") {
+    std::cout << dlfs::ctl::render_stats(answer);
+  } else if (cmd == "verify") {
+    std::cout << dlfs::ctl::render_verify(answer);
+  } else if (cmd == "plan") {
+    std::cout << dlfs::ctl::render_plan(answer);
+  } else if (cmd == "shuffle-report") {
+    std::cout << dlfs::ctl::render_shuffle_report(answer);
+  }
+}
+
+int run_daemon_command(const std::string& cmd, const DaemonArgs& a) {
+  auto path = find_socket(a.socket, a.mount);
   if (!path) {
     std::fprintf(stderr, "dlfs-ctl: %s\n", path.status().message().c_str());
     return kUsage;
   }
-  auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  std::string cmd = app.get_subcommands()[0]->get_name();
-  nlohmann::json request = {{"cmd", cmd}};
-  if (!dataset.empty()) request["dataset"] = dataset;
-  if (cmd == "plan") {
-    request["epoch"] = epoch;
-    request["rank"] = rank;
-    request["show"] = show;
-    if (world_size) request["world_size"] = world_size;
-  }
-  if (cmd == "shuffle-report") request["epochs"] = epochs;
-
+  auto timeout = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000));
   auto on_progress = [&](const nlohmann::json& p) {
-    if (json_out) return;
-    if (cmd == "shuffle-report") {
-      std::fprintf(stderr, "shuffle-report: %llu/%llu epochs\r",
-                   static_cast<unsigned long long>(p.value("epochs_done", 0ull)),
-                   static_cast<unsigned long long>(p.value("epochs_total", 0ull)));
-      return;
-    }
-    std::fprintf(stderr, "verify %s: %llu/%llu extents\r", p.value("dataset", std::string("?")).c_str(),
-                 static_cast<unsigned long long>(p.value("extents_done", 0ull)),
-                 static_cast<unsigned long long>(p.value("extents_total", 0ull)));
+    if (!a.json_out) print_progress(cmd, p);
   };
-  auto result = dlfs::control_call(*path, request, on_progress, timeout);
-  if ((cmd == "verify" || cmd == "shuffle-report") && !json_out) std::fprintf(stderr, "\n");
+  auto result = dlfs::control_call(*path, make_request(cmd, a), on_progress, timeout);
+  if ((cmd == "verify" || cmd == "shuffle-report") && !a.json_out) std::fprintf(stderr, "\n");
   if (!result) {
     std::fprintf(stderr, "dlfs-ctl %s: %s\n", cmd.c_str(), result.status().message().c_str());
     bool connection = result.status().message().rfind("cannot connect", 0) == 0;
     return connection ? kUsage : kFailed;
   }
-
-  if (cmd == "unmount") {
-    // The daemon unmounts after answering; wait until its socket stops answering.
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto again = dlfs::control_call(*path, {{"cmd", "status"}}, nullptr, std::chrono::milliseconds(1000));
-      if (!again) {
-        std::printf("unmounted%s\n", mount.empty() ? "" : (" " + mount).c_str());
-        return kOk;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    std::fprintf(stderr, "dlfs-ctl unmount: the daemon still answers after %.0f s\n", timeout_s);
-    return kFailed;
-  }
-  if (json_out) {
-    std::cout << result->dump(2) << "\n";
-  } else if (cmd == "status") {
-    std::cout << dlfs::ctl::render_status(*result);
-  } else if (cmd == "stats") {
-    std::cout << dlfs::ctl::render_stats(*result);
-  } else if (cmd == "verify") {
-    std::cout << dlfs::ctl::render_verify(*result);
-  } else if (cmd == "plan") {
-    std::cout << dlfs::ctl::render_plan(*result);
-  } else if (cmd == "shuffle-report") {
-    std::cout << dlfs::ctl::render_shuffle_report(*result);
-  }
+  if (cmd == "unmount") return wait_until_gone(*path, a, timeout);
+  print_answer(cmd, *result, a.json_out);
   if (cmd == "verify" && !result->value("ok", false)) return kFailed;
   return kOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{kDescription, "dlfs-ctl"};
+  app.require_subcommand(1);
+  DaemonArgs args;
+  add_daemon_commands(app, args);
+  int lmdb_exit = kOk;
+  dlfs::ctl::add_lmdb_commands(app, lmdb_exit);
+  // CLI11_PARSE would exit 105..109 on bad arguments; the documented usage code is 2.
+  try { app.parse(argc, argv); } catch (const CLI::ParseError& e) { return app.exit(e) == 0 ? kOk : kUsage; }
+  if (app.got_subcommand("lmdb")) return lmdb_exit;
+  return run_daemon_command(app.get_subcommands()[0]->get_name(), args);
 }

@@ -198,15 +198,16 @@ int run_show(const std::string& dir, bool json_out) {
   return kOk;
 }
 
-}  // namespace
+// Each command's options, and a callback that runs it and sets the exit code.
 
-void add_lmdb_commands(CLI::App& app, int& exit_code) {
-  auto* lmdb = app.add_subcommand(
-      "lmdb", "LMDB datasets (format lmdb): build one, make or check its sidecar (docs/lmdb-sidecar.md).\n"
-              "Works on the files directly; no daemon or control socket needed.");
-  lmdb->require_subcommand(1);
-  lmdb->footer("Exit codes: 0 ok, 1 the command failed, 2 bad arguments or an output that exists (--force).");
+// The one argument of sidecar, verify and show.
+void add_dir_argument(CLI::App* cmd, std::string& dir) {
+  cmd->add_option("DIR", dir, "LMDB environment directory (holds data.mdb)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+}
 
+void add_ingest_command(CLI::App* lmdb, int& exit_code) {
   auto a = std::make_shared<IngestArgs>();
   auto* ing = lmdb->add_subcommand(
       "ingest", "Build DEST/data.mdb from a files or fixed dataset as Caffe's convert_imageset /\n"
@@ -252,43 +253,59 @@ void add_lmdb_commands(CLI::App& app, int& exit_code) {
   ing->add_flag("--force", a->o.force, "Replace an existing database in DEST (data.mdb, lock.mdb, data.mdb.dlfs)");
   ing->add_flag("-q,--quiet", a->quiet, "No progress lines on stderr (they appear after 1 s: every 5% or 2 s)");
   ing->callback([a, &exit_code] { exit_code = guarded("ingest", [&] { return run_ingest(*a); }); });
+}
 
+void add_sidecar_command(CLI::App* lmdb, int& exit_code) {
   auto dir = std::make_shared<std::string>();
-  auto force = std::make_shared<bool>(false), explicit_only = std::make_shared<bool>(false),
-       json_out = std::make_shared<bool>(false);
+  auto force = std::make_shared<bool>(false), explicit_only = std::make_shared<bool>(false);
   auto* side = lmdb->add_subcommand(
       "sidecar", "Make DIR/data.mdb.dlfs for an existing database in one cursor pass over its tree (LMDBIO's\n"
                  "post-processing). Stores the build's provenance when a Caffe-style build (keys put in order,\n"
                  "a constant commit interval consistent with the meta page's transaction count, APPEND or not)\n"
                  "replays to exactly this database and is smaller; otherwise the explicit offsets, exact for\n"
                  "any database. The database is opened read-only without a lock file.");
-  side->add_option("DIR", *dir, "LMDB environment directory (holds data.mdb)")
-      ->required()
-      ->check(CLI::ExistingDirectory);
+  add_dir_argument(side, *dir);
   side->add_flag("--force", *force, "Replace an existing sidecar");
   side->add_flag("--explicit", *explicit_only, "Store explicit offsets without trying provenances");
   side->callback([=, &exit_code] {
     exit_code = guarded("sidecar", [&] { return run_sidecar(*dir, *force, *explicit_only); });
   });
+}
 
+void add_verify_command(CLI::App* lmdb, int& exit_code) {
+  auto dir = std::make_shared<std::string>();
   auto* ver = lmdb->add_subcommand(
       "verify", "Check DIR's sidecar as dlfsd does at open (validation key, replay, spot checks) but with no\n"
                 "fallback, then every record against a tree walk. Exit 0 when it matches; 1 with the reason\n"
                 "it cannot be used (missing, stale, foreign, corrupt) or the first record that differs.");
-  ver->add_option("DIR", *dir, "LMDB environment directory (holds data.mdb)")
-      ->required()
-      ->check(CLI::ExistingDirectory);
+  add_dir_argument(ver, *dir);
   ver->callback([=, &exit_code] { exit_code = guarded("verify", [&] { return run_verify(*dir); }); });
+}
 
+void add_show_command(CLI::App* lmdb, int& exit_code) {
+  auto dir = std::make_shared<std::string>();
+  auto json_out = std::make_shared<bool>(false);
   auto* show = lmdb->add_subcommand(
       "show", "Describe DIR's database (meta page, records, value sizes, overflow values, whether the\n"
               "fixed-size .bin view is available) and its sidecar (form, size, whether it matches; else\n"
               "why not and how long the tree walk took).");
-  show->add_option("DIR", *dir, "LMDB environment directory (holds data.mdb)")
-      ->required()
-      ->check(CLI::ExistingDirectory);
+  add_dir_argument(show, *dir);
   show->add_flag("--json", *json_out, "One JSON object (for scripts)");
   show->callback([=, &exit_code] { exit_code = guarded("show", [&] { return run_show(*dir, *json_out); }); });
+}
+
+}  // namespace
+
+void add_lmdb_commands(CLI::App& app, int& exit_code) {
+  auto* lmdb = app.add_subcommand(
+      "lmdb", "LMDB datasets (format lmdb): build one, make or check its sidecar (docs/lmdb-sidecar.md).\n"
+              "Works on the files directly; no daemon or control socket needed.");
+  lmdb->require_subcommand(1);
+  lmdb->footer("Exit codes: 0 ok, 1 the command failed, 2 bad arguments or an output that exists (--force).");
+  add_ingest_command(lmdb, exit_code);
+  add_sidecar_command(lmdb, exit_code);
+  add_verify_command(lmdb, exit_code);
+  add_show_command(lmdb, exit_code);
 }
 
 }  // namespace dlfs::ctl
