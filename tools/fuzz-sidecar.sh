@@ -94,4 +94,5 @@ if [ "$status" -ne 0 ]; then
   echo "fuzz-sidecar.sh: reproduce with: $out/sidecar_fuzz $out/crashes/<file>" >&2
   exit "$status"
 fi
-echo "fuzz-sidecar.sh: no crash in ${runs:+$runs runs}${runs:-$seconds s} (seed $seed)"
+if [ -n "$runs" ]; then budget="$runs runs"; else budget="$seconds s"; fi
+echo "fuzz-sidecar.sh: no crash in $budget (seed $seed)"
