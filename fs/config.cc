@@ -14,6 +14,7 @@
 #include <toml++/toml.h>
 
 #include "common/units.h"
+#include "fs/config_keys.h"
 #include "provenance/dataset_format.h"
 
 namespace dlfs::fs {
@@ -42,180 +43,90 @@ std::string key_name(const std::string& section, const std::string& key) {
   return section.empty() ? key : section + "." + key;
 }
 
-Status type_error(const std::string& origin, const std::string& section, const std::string& key,
-                  const char* expected) {
-  return Status(EINVAL, "config " + origin + ": key '" + key_name(section, key) + "' must be " + expected);
-}
-
-Status get_string(const toml::table& t, const std::string& origin, const std::string& section,
-                  const std::string& key, std::string& out) {
-  const toml::node* n = t.get(key);
-  if (!n) return Status::ok();
-  auto v = n->value<std::string>();
-  if (!v) return type_error(origin, section, key, "a string");
-  out = *v;
-  return Status::ok();
-}
-
-Status get_bool(const toml::table& t, const std::string& origin, const std::string& section,
-                const std::string& key, bool& out) {
-  const toml::node* n = t.get(key);
-  if (!n) return Status::ok();
-  auto v = n->value<bool>();
-  if (!v) return type_error(origin, section, key, "true or false");
-  out = *v;
-  return Status::ok();
-}
-
-Status get_unsigned(const toml::table& t, const std::string& origin, const std::string& section,
-                    const std::string& key, unsigned& out) {
-  const toml::node* n = t.get(key);
-  if (!n) return Status::ok();
-  auto v = n->value<int64_t>();
-  if (!v || *v < 1 || *v > 4096) return type_error(origin, section, key, "an integer from 1 to 4096");
-  out = static_cast<unsigned>(*v);
-  return Status::ok();
-}
-
-Status get_double(const toml::table& t, const std::string& origin, const std::string& section,
-                  const std::string& key, double& out) {
-  const toml::node* n = t.get(key);
-  if (!n) return Status::ok();
-  auto v = n->value<double>();
-  if (!v || *v < 0) return type_error(origin, section, key, "a non-negative number");
-  out = *v;
-  return Status::ok();
-}
-
-// Sizes may be integers (bytes) or strings with units ("8MiB").
-Status get_size(const toml::table& t, const std::string& origin, const std::string& section,
-                const std::string& key, uint64_t& out) {
-  const toml::node* n = t.get(key);
-  if (!n) return Status::ok();
-  if (auto i = n->value_exact<int64_t>()) {
-    if (*i < 0) return type_error(origin, section, key, "a non-negative size");
-    out = static_cast<uint64_t>(*i);
-    return Status::ok();
-  }
-  auto s = n->value<std::string>();
-  if (!s) return type_error(origin, section, key, "a size (bytes, or a string such as \"8MiB\")");
-  auto parsed = parse_size(*s);
-  if (!parsed) return parsed.status().with_context("config " + origin + ": key '" + key_name(section, key) + "'");
-  out = *parsed;
-  return Status::ok();
-}
-
-Status parse_daemon(const toml::table& t, const std::string& origin, DaemonConfig& c) {
-  DLFS_RETURN_IF_ERROR(check_keys(t, "daemon",
-                                  {"mountpoint", "control_socket", "log_level", "fuse_threads", "allow_other",
-                                   "entry_timeout_s", "attr_timeout_s"},
-                                  origin));
-  DLFS_RETURN_IF_ERROR(get_string(t, origin, "daemon", "mountpoint", c.mountpoint));
-  DLFS_RETURN_IF_ERROR(get_string(t, origin, "daemon", "control_socket", c.control_socket));
-  DLFS_RETURN_IF_ERROR(get_string(t, origin, "daemon", "log_level", c.log_level));
-  DLFS_RETURN_IF_ERROR(get_unsigned(t, origin, "daemon", "fuse_threads", c.fuse_threads));
-  DLFS_RETURN_IF_ERROR(get_bool(t, origin, "daemon", "allow_other", c.allow_other));
-  DLFS_RETURN_IF_ERROR(get_double(t, origin, "daemon", "entry_timeout_s", c.entry_timeout_s));
-  DLFS_RETURN_IF_ERROR(get_double(t, origin, "daemon", "attr_timeout_s", c.attr_timeout_s));
-  return Status::ok();
-}
-
-Status parse_cache(const toml::table& t, const std::string& origin, DaemonConfig& c) {
-  DLFS_RETURN_IF_ERROR(
-      check_keys(t, "cache", {"memory_budget", "extent_size", "loader_threads", "read_size", "backend_requests"},
-                 origin));
-  if (const toml::node* n = t.get("memory_budget")) {
-    if (auto i = n->value_exact<int64_t>()) c.memory_budget = std::to_string(*i);
-    else DLFS_RETURN_IF_ERROR(get_string(t, origin, "cache", "memory_budget", c.memory_budget));
-  }
-  DLFS_RETURN_IF_ERROR(get_size(t, origin, "cache", "extent_size", c.extent_size));
-  DLFS_RETURN_IF_ERROR(get_unsigned(t, origin, "cache", "loader_threads", c.loader_threads));
-  DLFS_RETURN_IF_ERROR(get_unsigned(t, origin, "cache", "backend_requests", c.backend_requests));
-  DLFS_RETURN_IF_ERROR(get_size(t, origin, "cache", "read_size", c.read_size));
-  return Status::ok();
-}
-
-Status parse_cluster(const toml::table& t, const std::string& origin, DaemonConfig& c) {
-  DLFS_RETURN_IF_ERROR(check_keys(t, "cluster",
-                                  {"peers", "rank", "listen", "port", "token_file", "token", "heartbeat_ms",
-                                   "down_after_ms", "get_timeout_ms"},
-                                  origin));
-  if (const toml::node* n = t.get("peers")) {
-    const toml::array* a = n->as_array();
-    if (!a) return type_error(origin, "cluster", "peers", "an array of \"host:port\" strings");
-    for (const auto& e : *a) {
-      auto v = e.value<std::string>();
-      if (!v) return type_error(origin, "cluster", "peers", "an array of \"host:port\" strings");
-      c.peers.push_back(*v);
+// A TOML value as the key's Value (types as config_keys.h says; no implicit
+// conversions: `fuse_threads = true` is an error); errors start with "must be"
+// or name the text at fault.
+Result<Value> value_from_toml(const ConfigKey& k, const toml::node& n) {
+  const Status wrong(EINVAL, expectation(k));
+  switch (k.kind) {
+    case Kind::text:
+    case Kind::choice:
+      if (auto v = n.value<std::string>()) return Value(*v);
+      return wrong;
+    case Kind::share_or_size:
+      if (auto i = n.value_exact<int64_t>()) return Value(std::to_string(*i));
+      if (auto v = n.value<std::string>()) return Value(*v);
+      return wrong;
+    case Kind::boolean:
+      if (auto v = n.value_exact<bool>()) return Value(*v);
+      return wrong;
+    case Kind::integer:
+      if (auto v = n.value_exact<int64_t>()) return Value(*v);
+      return wrong;
+    case Kind::number:  // 1 and 1.0 alike
+      if (auto v = n.value_exact<double>()) return Value(*v);
+      if (auto i = n.value_exact<int64_t>()) return Value(static_cast<double>(*i));
+      return wrong;
+    case Kind::size: {
+      if (auto i = n.value_exact<int64_t>()) {
+        if (*i < 0) return wrong;
+        return Value(static_cast<uint64_t>(*i));
+      }
+      auto s = n.value<std::string>();
+      if (!s) return wrong;
+      auto bytes = parse_size(*s);
+      if (!bytes) return bytes.status();
+      return Value(*bytes);
+    }
+    case Kind::list: {
+      const toml::array* a = n.as_array();
+      if (!a) return wrong;
+      std::vector<std::string> items;
+      for (const auto& e : *a) {
+        auto v = e.value<std::string>();
+        if (!v) return wrong;
+        items.push_back(*v);
+      }
+      return Value(std::move(items));
     }
   }
-  if (const toml::node* n = t.get("rank")) {
-    auto v = n->value_exact<int64_t>();
-    if (!v || *v < -1) return type_error(origin, "cluster", "rank", "an integer >= 0 (or -1: find this host)");
-    c.rank = *v;
+  return wrong;
+}
+
+// Every key of `t` (one section, `where` in errors: "cache", "dataset[2]")
+// into `target`, through the key table.
+Status parse_section(const toml::table& t, Section section, const std::string& where, const std::string& origin,
+                     const Target& target) {
+  std::vector<std::string> allowed;
+  for (const auto& k : config_keys())
+    if (k.section == section) allowed.push_back(k.key);
+  DLFS_RETURN_IF_ERROR(check_keys(t, where, allowed, origin));
+  for (const auto& k : config_keys()) {
+    if (k.section != section) continue;
+    const toml::node* n = t.get(k.key);
+    if (!n) continue;
+    const std::string context = "config " + origin + ": key '" + key_name(where, k.key) + "'";
+    auto value = value_from_toml(k, *n);
+    if (!value) return in_context(value.status(), context);
+    DLFS_RETURN_IF_ERROR(in_context(check_value(k, *value), context));
+    DLFS_RETURN_IF_ERROR(store_value(k, *value, target));
   }
-  DLFS_RETURN_IF_ERROR(get_string(t, origin, "cluster", "listen", c.listen));
-  DLFS_RETURN_IF_ERROR(get_string(t, origin, "cluster", "token_file", c.token_file));
-  DLFS_RETURN_IF_ERROR(get_string(t, origin, "cluster", "token", c.token));
-  for (auto [key, out] : {std::pair<const char*, uint64_t*>{"port", &c.port}, {"heartbeat_ms", &c.heartbeat_ms},
-                          {"down_after_ms", &c.down_after_ms}, {"get_timeout_ms", &c.get_timeout_ms}}) {
-    if (const toml::node* n = t.get(key)) {
-      auto v = n->value_exact<int64_t>();
-      if (!v || *v <= 0) return type_error(origin, "cluster", key, "a positive integer");
-      *out = static_cast<uint64_t>(*v);
-    }
-  }
-  if (c.port > 65535) return type_error(origin, "cluster", "port", "a port number (1..65535)");
   return Status::ok();
 }
 
 Status parse_dataset(const toml::table& t, const std::string& origin, size_t index, DaemonConfig& c) {
-  std::string where = "dataset[" + std::to_string(index) + "]";
-  DLFS_RETURN_IF_ERROR(check_keys(t, where,
-                                  {"name", "backend", "format", "record_size", "header_bytes", "seed", "remainder",
-                                   "shuffle_ratio", "round_chunk", "min_randomization", "world_size",
-                                   "epochs_listed", "order", "opportunistic_window", "readahead", "lmdb_spot_checks"},
-                                  origin));
+  const std::string where = "dataset[" + std::to_string(index) + "]";
   DatasetConfig d;
-  DLFS_RETURN_IF_ERROR(get_string(t, origin, where, "name", d.name));
-  DLFS_RETURN_IF_ERROR(get_string(t, origin, where, "backend", d.backend));
-  std::string format = "files";
-  DLFS_RETURN_IF_ERROR(get_string(t, origin, where, "format", format));
-  auto f = provenance::find_dataset_format(format);
-  if (!f) return f.status().with_context("config " + origin + ": key '" + where + ".format'");
-  d.format.format = format;
-  DLFS_RETURN_IF_ERROR(get_size(t, origin, where, "record_size", d.format.record_size));
-  DLFS_RETURN_IF_ERROR(get_size(t, origin, where, "header_bytes", d.format.header_bytes));
-  if (const toml::node* n = t.get("lmdb_spot_checks")) {
-    auto v = n->value_exact<int64_t>();
-    if (!v || *v < 0 || *v > 1000000) return type_error(origin, where, "lmdb_spot_checks", "an integer 0..1000000");
-    if (d.format.format != "lmdb")
-      return Status(EINVAL, "config " + origin + ": key '" + where + ".lmdb_spot_checks' applies to format 'lmdb' only");
-    d.format.lmdb_spot_leaves = static_cast<uint32_t>(*v);
+  DLFS_RETURN_IF_ERROR(parse_section(t, Section::dataset, where, origin, Target{nullptr, &d}));
+  for (const auto& k : config_keys()) {
+    if (k.section != Section::dataset) continue;
+    if (!k.only_format.empty() && t.get(k.key) && d.format.format != k.only_format)
+      return Status(EINVAL, "config " + origin + ": key '" + key_name(where, k.key) + "' applies to format '" +
+                                k.only_format + "' only");
+    if (k.required && !t.get(k.key))
+      return Status(EINVAL, "config " + origin + ": " + (d.name.empty() ? where : "dataset '" + d.name + "'") +
+                                " has no '" + k.key + "'");
   }
-  if (const toml::node* n = t.get("seed")) {
-    auto v = n->value_exact<int64_t>();
-    if (!v || *v < 0) return type_error(origin, where, "seed", "a non-negative integer");
-    d.plan.seed = static_cast<uint64_t>(*v);
-  }
-  DLFS_RETURN_IF_ERROR(get_string(t, origin, where, "remainder", d.plan.remainder));
-  DLFS_RETURN_IF_ERROR(get_string(t, origin, where, "order", d.plan.order));
-  DLFS_RETURN_IF_ERROR(get_bool(t, origin, where, "readahead", d.plan.readahead));
-  if (const toml::node* n = t.get("opportunistic_window")) {
-    auto v = n->value_exact<int64_t>();
-    if (!v || *v < 1) return type_error(origin, where, "opportunistic_window", "a positive integer");
-    d.plan.opportunistic_window = static_cast<uint64_t>(*v);
-  }
-  DLFS_RETURN_IF_ERROR(get_double(t, origin, where, "shuffle_ratio", d.plan.shuffle_ratio));
-  DLFS_RETURN_IF_ERROR(get_size(t, origin, where, "round_chunk", d.plan.round_chunk));
-  DLFS_RETURN_IF_ERROR(get_double(t, origin, where, "min_randomization", d.plan.min_randomization));
-  unsigned w = d.plan.world_size, el = d.plan.epochs_listed;
-  DLFS_RETURN_IF_ERROR(get_unsigned(t, origin, where, "world_size", w));
-  DLFS_RETURN_IF_ERROR(get_unsigned(t, origin, where, "epochs_listed", el));
-  d.plan.world_size = w;
-  d.plan.epochs_listed = el;
-  if (d.name.empty()) return Status(EINVAL, "config " + origin + ": " + where + " has no 'name'");
-  if (d.backend.empty()) return Status(EINVAL, "config " + origin + ": dataset '" + d.name + "' has no 'backend'");
   c.datasets.push_back(std::move(d));
   return Status::ok();
 }
@@ -233,17 +144,13 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& or
   }
   DaemonConfig c;
   DLFS_RETURN_IF_ERROR(check_keys(root, "", {"daemon", "cache", "cluster", "dataset"}, origin));
-  if (const toml::node* n = root.get("daemon")) {
-    if (!n->is_table()) return Status(EINVAL, "config " + origin + ": 'daemon' must be a table ([daemon])");
-    DLFS_RETURN_IF_ERROR(parse_daemon(*n->as_table(), origin, c));
-  }
-  if (const toml::node* n = root.get("cluster")) {
-    if (!n->is_table()) return Status(EINVAL, "config " + origin + ": 'cluster' must be a table ([cluster])");
-    DLFS_RETURN_IF_ERROR(parse_cluster(*n->as_table(), origin, c));
-  }
-  if (const toml::node* n = root.get("cache")) {
-    if (!n->is_table()) return Status(EINVAL, "config " + origin + ": 'cache' must be a table ([cache])");
-    DLFS_RETURN_IF_ERROR(parse_cache(*n->as_table(), origin, c));
+  for (Section section : {Section::daemon, Section::cluster, Section::cache}) {
+    const std::string name = section_name(section);
+    const toml::node* n = root.get(name);
+    if (!n) continue;
+    if (!n->is_table())
+      return Status(EINVAL, "config " + origin + ": '" + name + "' must be a table ([" + name + "])");
+    DLFS_RETURN_IF_ERROR(parse_section(*n->as_table(), section, name, origin, Target{&c, nullptr}));
   }
   if (const toml::node* n = root.get("dataset")) {
     const toml::array* arr = n->as_array();
@@ -293,15 +200,31 @@ Result<std::string> load_job_token(const DaemonConfig& c) {
   return token;
 }
 
+namespace {
+
+// The key table's ranges and choices, for configs not read from TOML or flags.
+Status check_ranges(Section scope, const Target& target, const std::string& prefix) {
+  for (const auto& k : config_keys()) {
+    if ((k.section == Section::dataset) != (scope == Section::dataset)) continue;
+    Value v = read_value(k, target);
+    const std::string name = scope == Section::dataset ? k.key : key_name(section_name(k.section), k.key);
+    if (Status s = check_value(k, v); !s)
+      return Status(EINVAL, prefix + name + " " + s.message() + " (is " + value_text(k, v) + ")");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Status validate_config(const DaemonConfig& c) {
   if (c.mountpoint.empty())
     return Status(EINVAL, "no mountpoint: pass --mountpoint or set daemon.mountpoint in the config");
   if (c.datasets.empty())
     return Status(EINVAL, "no dataset: pass --backend DIR or add a [[dataset]] to the config");
-  if (c.extent_size < 4096) return Status(EINVAL, "cache.extent_size must be at least 4 KiB");
-  if (c.read_size < 4096) return Status(EINVAL, "cache.read_size must be at least 4 KiB");
+  DaemonConfig daemon = c;  // a copy: targets point at mutable configs
+  DLFS_RETURN_IF_ERROR(check_ranges(Section::daemon, Target{&daemon, nullptr}, ""));
   std::set<std::string> names;
-  for (const auto& d : c.datasets) {
+  for (auto& d : daemon.datasets) {
     bool valid = !d.name.empty() && d.name != "." && d.name != ".." && d.name[0] != '.' &&
                  std::all_of(d.name.begin(), d.name.end(), [](char ch) {
                    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
@@ -310,23 +233,10 @@ Status validate_config(const DaemonConfig& c) {
       return Status(EINVAL, "dataset name '" + d.name +
                                 "' is not valid (letters, digits, '-', '_', '.'; not starting with '.')");
     if (!names.insert(d.name).second) return Status(EINVAL, "dataset name '" + d.name + "' is used twice");
-    const std::string ds = "dataset '" + d.name + "': ";
     auto format = provenance::find_dataset_format(d.format.format);
     if (!format) return format.status().with_context("dataset '" + d.name + "'");
     DLFS_RETURN_IF_ERROR((*format)->check_options(d.format).with_context("dataset '" + d.name + "'"));
-    if (d.plan.remainder != "pad" && d.plan.remainder != "drop")
-      return Status(EINVAL, ds + "remainder '" + d.plan.remainder + "' is not \"pad\" or \"drop\"");
-    if (d.plan.order != "ordered" && d.plan.order != "opportunistic")
-      return Status(EINVAL, ds + "order '" + d.plan.order + "' is not \"ordered\" or \"opportunistic\"");
-    if (d.plan.shuffle_ratio < 0 || d.plan.shuffle_ratio > 1)
-      return Status(EINVAL, ds + "shuffle_ratio " + std::to_string(d.plan.shuffle_ratio) +
-                                " is not in (0, 1] (0 or absent: from the memory budget)");
-    if (d.plan.round_chunk == 0) return Status(EINVAL, ds + "round_chunk must be at least 1 byte");
-    if (d.plan.min_randomization < 0 || d.plan.min_randomization > 1)
-      return Status(EINVAL, ds + "min_randomization " + std::to_string(d.plan.min_randomization) +
-                                " is not in [0, 1]");
-    if (d.plan.world_size < 1 || d.plan.world_size > 65535)
-      return Status(EINVAL, ds + "world_size must be from 1 to 65535");
+    DLFS_RETURN_IF_ERROR(check_ranges(Section::dataset, Target{nullptr, &d}, "dataset '" + d.name + "': "));
   }
   if (c.datasets.size() > 0xfffe) return Status(EINVAL, "too many datasets (at most 65534)");
   return Status::ok();

@@ -1,18 +1,10 @@
 // DaemonConfig: everything dlfsd is told, from a TOML file and/or flags.
 //
-// The TOML layout (all keys optional except as noted; README.md, Configuration):
-//
-//   [daemon]  mountpoint (required), control_socket, log_level, fuse_threads,
-//             allow_other, entry_timeout_s, attr_timeout_s
-//   [cache]   memory_budget ("16GiB" or "50%" of physical memory), extent_size,
-//             loader_threads, read_size, backend_requests
-//   [cluster] peers, rank, listen, port, token_file, token, heartbeat_ms,
-//             down_after_ms, get_timeout_ms (docs/deploy.md)
-//   [[dataset]]  name (required), backend (required), format ("files"|"fixed"|"lmdb"),
-//             record_size, header_bytes, seed, remainder ("pad"|"drop"),
-//             shuffle_ratio, round_chunk, min_randomization, world_size, epochs_listed,
-//             order ("ordered"|"opportunistic"), opportunistic_window, readahead,
-//             lmdb_spot_checks (random leaf pages checked against the sidecar at open)
+// The TOML layout: [daemon], [cache], [cluster] (docs/deploy.md) and one
+// [[dataset]] table per dataset. Every key (its flag, type, default and
+// meaning) is declared once, in the key table of fs/config_keys.cc; the
+// members below hold the values and their defaults. The list:
+// docs/configuration.md, or `dlfsd --config-keys`.
 //
 // Unknown keys are errors that name the key and list the valid ones: a typo
 // must not silently fall back to a default.
@@ -73,7 +65,8 @@ Result<DaemonConfig> load_config_file(const std::string& path);
 Result<DaemonConfig> parse_config(const std::string& text, const std::string& origin);
 
 // Checks values that do not depend on the machine: names unique and valid,
-// sizes non-zero, format options consistent. Errors name the key.
+// every key within its range or choices (the key table), format options
+// consistent. Errors name the key.
 Status validate_config(const DaemonConfig& config);
 
 // The job token: inline, or read from token_file, which must be a regular
