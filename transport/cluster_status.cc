@@ -1,7 +1,5 @@
 // Cluster::status(): members, their state, stripes, load progress and bytes,
 // as dlfs-ctl status shows them.
-#include <spdlog/spdlog.h>
-
 #include "transport/cluster.h"
 #include "transport/cluster_state.h"
 

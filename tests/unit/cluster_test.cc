@@ -182,7 +182,7 @@ TEST_F(ClusterTest, ASilentNodeIsDownWithinDownAfterAndBackWhenItAnswersAgain) {
   const auto took = Clock::now() - muted;
   EXPECT_GE(took, kDownAfter - 20ms) << "marked down before down_after";
   EXPECT_LT(took, kDownAfter + 1s) << "not marked down in time";
-  EXPECT_NE(member(0, 1)["last_error"].get<std::string>().find("no heartbeat"), std::string::npos);
+  EXPECT_NE(member(0, 1).value("last_error", std::string()).find("no heartbeat"), std::string::npos);
   // Its stripe: not fetched from it, the caller reads the backend.
   auto [off, len] = range_of(1);
   const uint64_t remote_before = counters(0).remote_bytes, served_before = net_.gets_served(port(1));
@@ -234,7 +234,7 @@ TEST_F(ClusterTest, StalledGetsReturnWithinGetTimeoutFallBackAndNeverWriteLate) 
   EXPECT_EQ(counters(0).remote_fallbacks.load(), 1u);
   EXPECT_EQ(counters(0).backend_bytes.load(), len);
   EXPECT_TRUE(sees(0, 1, "down")) << "a stalled data path marks the peer down at once";
-  EXPECT_NE(member(0, 1)["last_error"].get<std::string>().find("missed their deadline"), std::string::npos);
+  EXPECT_NE(member(0, 1).value("last_error", std::string()).find("missed their deadline"), std::string::npos);
   // The held get completes now, late: it must not land in dst.
   std::memset(dst.data(), 0xab, dst.size());
   ASSERT_EQ(net_.gets_stalled(port(1)), 1u);

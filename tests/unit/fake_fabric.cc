@@ -1,6 +1,8 @@
 #include "fake_fabric.h"
 
 #include <cerrno>
+#include <cinttypes>
+#include <cstdio>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -243,7 +245,7 @@ class FakeEndpoint final : public Endpoint {
   Result<std::unique_ptr<RemoteKey>> unpack(const std::string& packed) override {
     std::lock_guard lk(net_->mu);
     uint64_t id = 0;
-    if (std::sscanf(packed.c_str(), "fake-key:%lu", &id) != 1)
+    if (std::sscanf(packed.c_str(), "fake-key:%" SCNu64, &id) != 1)
       return Status(EINVAL, "remote key of " + peer_ + ": not a fake key");
     auto r = net_->regions.find(id);
     if (r == net_->regions.end() || r->second.port != to_.port || r->second.incarnation != to_.incarnation)
@@ -316,7 +318,7 @@ Result<std::unique_ptr<Endpoint>> FakeFabric::connect_worker(const std::string& 
                                                              std::function<void(const std::string& why)>) {
   unsigned port = 0;
   uint64_t incarnation = 0;
-  if (std::sscanf(address.c_str(), "fake:%u:%lu", &port, &incarnation) != 2)
+  if (std::sscanf(address.c_str(), "fake:%u:%" SCNu64, &port, &incarnation) != 2)
     return Status(EINVAL, "worker address from " + peer + ": not a fake one");
   return endpoint_to(peer, static_cast<uint16_t>(port), incarnation);
 }
