@@ -23,6 +23,9 @@
 // backend. Never a wrong byte: resident extents never change while a daemon
 // lives, and a restarted one is a new session with a new key.
 //
+// The messages and their codec are in cluster_messages.h; the fabric is an
+// interface (fabric.h): UCX in daemons, an in-process fake in unit tests.
+//
 // Threads: the Fabric's progress thread runs the message handler; one
 // heartbeat thread connects, pings and marks peers down; fetch() runs on FUSE
 // and prefetch threads. Lock order: Peer::mu only (never held across a get
@@ -34,6 +37,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -45,6 +50,7 @@
 #include "cache/fetcher.h"
 #include "cache/storage_buffer.h"
 #include "common/status.h"
+#include "transport/cluster_messages.h"
 #include "transport/fabric.h"
 #include "transport/membership.h"
 
@@ -69,18 +75,15 @@ struct ServedDataset {
   cache::Fetcher* fetcher = nullptr;
 };
 
-// Byte counters of this node, reported to peers in pongs (for status).
-struct NodeBytes {
-  uint64_t local = 0, remote = 0, backend = 0;
-};
-
 class Cluster {
  public:
   // Starts the listener and the heartbeat thread, registers each dataset's
   // memory and installs the remote path into its fetcher. Joins happen in
-  // the background. Errors name the address or the missing token.
+  // the background, over the fabric `make_fabric` makes (UCX unless a test
+  // injects another). Errors name the address or the missing token.
   static Result<std::unique_ptr<Cluster>> create(ClusterOptions options, std::vector<ServedDataset> datasets,
-                                                 std::function<NodeBytes()> node_bytes);
+                                                 std::function<NodeBytes()> node_bytes,
+                                                 const FabricFactory& make_fabric = Fabric::create);
   ~Cluster();  // removes the remote path from the fetchers, waits for gets in flight, leaves
   Cluster(const Cluster&) = delete;
   Cluster& operator=(const Cluster&) = delete;
@@ -96,14 +99,35 @@ class Cluster {
   struct Link;
   class Remote;
   Cluster() = default;
+
+  // cluster.cc: every message in, and the answers to hellos and pings.
   void on_message(Message& m);
+  void on_hello(const Hello& hello, Message& m);
+  void on_ping(const Ping& ping, Message& m);
+  std::string refusal(uint32_t rank, const std::string& token_digest) const;  // why a sender is refused, or ""
+  void refuse(MessageKind kind, uint32_t rank, uint64_t session, const std::string& why, Message& m) const;
+  void reply(const std::string& bytes, uint32_t rank, Message& m) const;
+  std::map<std::string, ExtentRuns> local_residency() const;
+  std::map<std::string, StripeOffer> stripe_offers() const;
+  NodeBytes local_bytes() const;
+
+  // cluster_peer.cc: the answers to this node's hellos and pings, and the
+  // peer state machine the heartbeat thread drives.
+  void on_welcome(const Welcome& welcome);
+  void on_refused(const Refused& refused);
+  void on_pong(const Pong& pong);
+  Peer* answering_peer(uint32_t rank);
+  void heard(Peer& p, const std::map<std::string, ExtentRuns>& resident, const NodeBytes& bytes);  // under p.mu
   void heartbeat_loop();
+  bool every_stripe_resident() const;
   void tick(Peer& p, std::chrono::steady_clock::time_point now);
+  void ping(Peer& p, const Link& link);
+  void join(Peer& p, std::chrono::steady_clock::time_point now);
   void mark_down(Peer& p, const std::string& why);  // under p.mu
-  void data_path_stalled(Peer& p, const std::shared_ptr<Link>& link, const std::string& why);
   void finish_join(Peer& p, const std::shared_ptr<Link>& link);
-  nlohmann::json local_residency() const;
-  nlohmann::json welcome() const;
+
+  // cluster_remote.cc: gets found the data path to a peer stuck.
+  void data_path_stalled(Peer& p, const std::shared_ptr<Link>& link, const std::string& why);
 
   ClusterOptions options_;
   std::string token_digest_;

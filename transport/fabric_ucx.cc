@@ -1,4 +1,4 @@
-#include "transport/fabric.h"
+#include "transport/fabric_ucx.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -38,20 +38,15 @@ Result<sockaddr_storage> resolve(const std::string& host, uint16_t port, bool pa
   return ss;
 }
 
-}  // namespace
-
 // State of one get, shared by the caller and the completion callback so that
 // a caller that gave up (timeout) leaves the buffer to the callback.
-struct detail::GetOp {
+struct GetOp : Endpoint::PendingGet::Op {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
   ucs_status_t status = UCS_INPROGRESS;
   std::unique_ptr<std::byte[]> buffer;
 };
-
-namespace {
-using detail::GetOp;
 
 void get_done(void* request, ucs_status_t status, void* user_data) {
   auto* holder = static_cast<std::shared_ptr<GetOp>*>(user_data);
@@ -105,15 +100,15 @@ ucs_status_t wait_request(ucs_status_ptr_t request, std::chrono::milliseconds ti
   return s;
 }
 
-// ---- Endpoint -------------------------------------------------------------
+// ---- UcxEndpoint -------------------------------------------------------------
 
-void Endpoint::on_error(void* arg, ucp_ep_h, ucs_status_t status) {
-  auto* self = static_cast<Endpoint*>(arg);
+void UcxEndpoint::on_error(void* arg, ucp_ep_h, ucs_status_t status) {
+  auto* self = static_cast<UcxEndpoint*>(arg);
   if (self->failed_.exchange(true)) return;
   if (self->on_failure_) self->on_failure_(ucs_status_string(status));
 }
 
-Endpoint::~Endpoint() {
+UcxEndpoint::~UcxEndpoint() {
   if (ep_ == nullptr) return;
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -122,7 +117,7 @@ Endpoint::~Endpoint() {
   wait_request(ucp_ep_close_nbx(ep_, &p), std::chrono::seconds(2));
 }
 
-Status Endpoint::send(const std::string& bytes, bool want_reply) {
+Status UcxEndpoint::send(const std::string& bytes, bool want_reply) {
   if (failed()) return Status(ECONNRESET, "connection to " + peer_ + " is broken");
   auto* copy = new std::string(bytes);
   ucp_request_param_t p{};
@@ -142,7 +137,7 @@ Status Endpoint::send(const std::string& bytes, bool want_reply) {
   return Status::ok();
 }
 
-std::string Endpoint::describe() const {
+std::string UcxEndpoint::describe() const {
   char* buf = nullptr;
   size_t len = 0;
   FILE* f = ::open_memstream(&buf, &len);
@@ -154,30 +149,26 @@ std::string Endpoint::describe() const {
   return out;
 }
 
-Endpoint::RemoteKey::~RemoteKey() {
-  if (rkey_) ucp_rkey_destroy(rkey_);
-}
-
-Result<std::unique_ptr<Endpoint::RemoteKey>> Endpoint::unpack(const std::string& packed) {
-  std::unique_ptr<RemoteKey> k(new RemoteKey());
-  ucs_status_t s = ucp_ep_rkey_unpack(ep_, packed.data(), &k->rkey_);
-  if (s != UCS_OK) return ucx_error("remote key of " + peer_, s);
-  return k;
-}
-
-Status Endpoint::get(const RemoteKey& key, uint64_t remote_address, std::span<std::byte> dst,
-                     std::chrono::milliseconds timeout) {
-  PendingGet g = start_get(key, remote_address, dst.size());
-  return finish_get(g, dst, std::chrono::steady_clock::now() + timeout);
-}
-
-Endpoint::PendingGet Endpoint::start_get(const RemoteKey& key, uint64_t remote_address, size_t size) {
-  PendingGet g;
-  g.size_ = size;
-  if (failed()) {
-    g.posted_ = Status(ECONNRESET, "connection to " + peer_ + " is broken");
-    return g;
+namespace {
+// A remote key unpacked on a UCX endpoint.
+class UcxRemoteKey final : public Endpoint::RemoteKey {
+ public:
+  ~UcxRemoteKey() override {
+    if (rkey) ucp_rkey_destroy(rkey);
   }
+  ucp_rkey_h rkey = nullptr;
+};
+}  // namespace
+
+Result<std::unique_ptr<Endpoint::RemoteKey>> UcxEndpoint::unpack(const std::string& packed) {
+  auto k = std::make_unique<UcxRemoteKey>();
+  ucs_status_t s = ucp_ep_rkey_unpack(ep_, packed.data(), &k->rkey);
+  if (s != UCS_OK) return ucx_error("remote key of " + peer_, s);
+  return std::unique_ptr<RemoteKey>(std::move(k));
+}
+
+Endpoint::PendingGet UcxEndpoint::start_get(const RemoteKey& key, uint64_t remote_address, size_t size) {
+  if (failed()) return PendingGet(Status(ECONNRESET, "connection to " + peer_ + " is broken"), size);
   auto op = std::make_shared<GetOp>();
   op->buffer = std::make_unique_for_overwrite<std::byte[]>(size);
   auto* holder = new std::shared_ptr<GetOp>(op);
@@ -185,7 +176,9 @@ Endpoint::PendingGet Endpoint::start_get(const RemoteKey& key, uint64_t remote_a
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   p.cb.send = get_done;
   p.user_data = holder;
-  ucs_status_ptr_t r = ucp_get_nbx(ep_, op->buffer.get(), size, remote_address, key.rkey_, &p);
+  // Keys come from this endpoint's unpack(): a UcxRemoteKey.
+  const ucp_rkey_h rkey = static_cast<const UcxRemoteKey&>(key).rkey;
+  ucs_status_ptr_t r = ucp_get_nbx(ep_, op->buffer.get(), size, remote_address, rkey, &p);
   if (r == nullptr || UCS_PTR_IS_ERR(r)) {  // completed (or failed) at once: no callback
     delete holder;
     op->done = true;
@@ -193,14 +186,15 @@ Endpoint::PendingGet Endpoint::start_get(const RemoteKey& key, uint64_t remote_a
   } else {
     fabric_.wake();
   }
-  g.op_ = std::move(op);
-  return g;
+  return PendingGet(std::move(op), size);
 }
 
-Status Endpoint::finish_get(PendingGet& g, std::span<std::byte> dst, std::chrono::steady_clock::time_point deadline) {
-  if (!g.posted_) return g.posted_;
-  if (!g.op_ || dst.size() != g.size_) return Status(EINVAL, "get from " + peer_ + ": finished twice or resized");
-  std::shared_ptr<GetOp> op = std::move(g.op_);
+Status UcxEndpoint::finish_get(PendingGet& g, std::span<std::byte> dst,
+                               std::chrono::steady_clock::time_point deadline) {
+  if (!g.posted()) return g.posted();
+  // Pending gets come from this endpoint's start_get(): their state is a GetOp.
+  std::shared_ptr<GetOp> op = std::static_pointer_cast<GetOp>(g.take());
+  if (!op || dst.size() != g.size()) return Status(EINVAL, "get from " + peer_ + ": finished twice or resized");
   std::unique_lock lk(op->mu);
   if (!op->cv.wait_until(lk, deadline, [&] { return op->done; }))
     return Status(ETIMEDOUT, "get of " + std::to_string(dst.size()) + " bytes from " + peer_ + " missed its deadline");
@@ -209,16 +203,22 @@ Status Endpoint::finish_get(PendingGet& g, std::span<std::byte> dst, std::chrono
   return Status::ok();
 }
 
-// ---- Registration ---------------------------------------------------------
+// ---- UcxRegistration ---------------------------------------------------------
 
-Registration::~Registration() {
+UcxRegistration::~UcxRegistration() {
   if (memh_) ucp_mem_unmap(ctx_, memh_);
 }
 
-// ---- Fabric ---------------------------------------------------------------
+// ---- UcxFabric ---------------------------------------------------------------
 
 Result<std::unique_ptr<Fabric>> Fabric::create(const FabricOptions& options, Handler handler) {
-  std::unique_ptr<Fabric> f(new Fabric());
+  auto f = UcxFabric::create(options, std::move(handler));
+  if (!f) return f.status();
+  return std::unique_ptr<Fabric>(std::move(f).value());
+}
+
+Result<std::unique_ptr<UcxFabric>> UcxFabric::create(const FabricOptions& options, Handler handler) {
+  std::unique_ptr<UcxFabric> f(new UcxFabric());
   f->handler_ = std::move(handler);
   // A restarted daemon must get its port back while the old connections
   // linger in TIME_WAIT (the user's own setting wins).
@@ -250,35 +250,39 @@ Result<std::unique_ptr<Fabric>> Fabric::create(const FabricOptions& options, Han
   hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
                   UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
   hp.id = kMessageId;
-  hp.cb = &Fabric::on_message;
+  hp.cb = &UcxFabric::on_message;
   hp.arg = f.get();
   hp.flags = UCP_AM_FLAG_WHOLE_MSG;
   if ((s = ucp_worker_set_am_recv_handler(f->worker_, &hp)) != UCS_OK) return ucx_error("UCX message handler", s);
 
-  if (options.listen) {
-    auto addr = resolve(options.listen_host, options.port, true);
-    if (!addr) return addr.status().with_context("listener");
-    ucp_listener_params_t lp{};
-    lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
-    lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
-    lp.sockaddr.addrlen = sizeof(sockaddr_storage);
-    lp.conn_handler.cb = &Fabric::on_connection;
-    lp.conn_handler.arg = f.get();
-    std::string where = (options.listen_host.empty() ? "*" : options.listen_host) + ":" + std::to_string(options.port);
-    if ((s = ucp_listener_create(f->worker_, &lp, &f->listener_)) != UCS_OK)
-      return ucx_error("UCX listener on " + where, s);
-    ucp_listener_attr_t la{};
-    la.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
-    if ((s = ucp_listener_query(f->listener_, &la)) != UCS_OK) return ucx_error("UCX listener query", s);
-    const auto* sa = reinterpret_cast<const sockaddr*>(&la.sockaddr);
-    f->port_ = ntohs(sa->sa_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port
-                                               : reinterpret_cast<const sockaddr_in*>(sa)->sin_port);
-  }
+  if (options.listen) DLFS_RETURN_IF_ERROR(f->start_listener(options));
   f->progress_ = std::thread([p = f.get()] { p->progress_loop(); });
   return f;
 }
 
-Fabric::~Fabric() {
+Status UcxFabric::start_listener(const FabricOptions& options) {
+  auto addr = resolve(options.listen_host, options.port, true);
+  if (!addr) return addr.status().with_context("listener");
+  ucp_listener_params_t lp{};
+  lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+  lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
+  lp.sockaddr.addrlen = sizeof(sockaddr_storage);
+  lp.conn_handler.cb = &UcxFabric::on_connection;
+  lp.conn_handler.arg = this;
+  std::string where = (options.listen_host.empty() ? "*" : options.listen_host) + ":" + std::to_string(options.port);
+  ucs_status_t s;
+  if ((s = ucp_listener_create(worker_, &lp, &listener_)) != UCS_OK)
+    return ucx_error("UCX listener on " + where, s);
+  ucp_listener_attr_t la{};
+  la.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+  if ((s = ucp_listener_query(listener_, &la)) != UCS_OK) return ucx_error("UCX listener query", s);
+  const auto* sa = reinterpret_cast<const sockaddr*>(&la.sockaddr);
+  port_ = ntohs(sa->sa_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port
+                                         : reinterpret_cast<const sockaddr_in*>(sa)->sin_port);
+  return Status::ok();
+}
+
+UcxFabric::~UcxFabric() {
   {
     std::lock_guard lk(accepted_mu_);
     accepted_.clear();  // closes the server sides (the progress thread still runs)
@@ -291,7 +295,7 @@ Fabric::~Fabric() {
   if (context_) ucp_cleanup(context_);
 }
 
-std::string Fabric::transports() const {
+std::string UcxFabric::transports() const {
   ucp_context_attr_t a{};
   a.field_mask = UCP_ATTR_FIELD_NAME;
   if (ucp_context_query(context_, &a) != UCS_OK) return "?";
@@ -299,9 +303,9 @@ std::string Fabric::transports() const {
   return std::string("UCX ") + ucp_get_version_string() + ", UCX_TLS=" + (tls ? tls : "all");
 }
 
-void Fabric::wake() { idle_rounds_.store(0, std::memory_order_relaxed); }
+void UcxFabric::wake() { idle_rounds_.store(0, std::memory_order_relaxed); }
 
-void Fabric::progress_loop() {
+void UcxFabric::progress_loop() {
   // Poll while there is work; when idle, sleep in short steps growing to
   // kIdleSleep. wake() (a local request was posted) resets the back-off. A
   // peer's request to this node (an emulated get over TCP) waits at most one
@@ -318,8 +322,8 @@ void Fabric::progress_loop() {
   }
 }
 
-void Fabric::on_connection(ucp_conn_request_h request, void* arg) {
-  auto* self = static_cast<Fabric*>(arg);
+void UcxFabric::on_connection(ucp_conn_request_h request, void* arg) {
+  auto* self = static_cast<UcxFabric*>(arg);
   ucp_conn_request_attr_t a{};
   a.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
   std::string from = "?";
@@ -329,12 +333,12 @@ void Fabric::on_connection(ucp_conn_request_h request, void* arg) {
                       serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) == 0)
       from = std::string(host) + ":" + serv;
   }
-  std::unique_ptr<Endpoint> e(new Endpoint(*self, from));
+  std::unique_ptr<UcxEndpoint> e(new UcxEndpoint(*self, from));
   ucp_ep_params_t p{};
   p.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
   p.conn_request = request;
   p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-  p.err_handler.cb = &Endpoint::on_error;
+  p.err_handler.cb = &UcxEndpoint::on_error;
   p.err_handler.arg = e.get();
   if (ucs_status_t s = ucp_ep_create(self->worker_, &p, &e->ep_); s != UCS_OK) {
     spdlog::warn("transport: could not accept a connection from {}: {}", from, ucs_status_string(s));
@@ -342,13 +346,13 @@ void Fabric::on_connection(ucp_conn_request_h request, void* arg) {
   }
   std::lock_guard lk(self->accepted_mu_);
   // Drop the server sides of connections that broke since (their peers left).
-  std::erase_if(self->accepted_, [](const std::unique_ptr<Endpoint>& x) { return x->failed(); });
+  std::erase_if(self->accepted_, [](const std::unique_ptr<UcxEndpoint>& x) { return x->failed(); });
   self->accepted_.push_back(std::move(e));
 }
 
-ucs_status_t Fabric::on_message(void* arg, const void*, size_t, void* data, size_t length,
+ucs_status_t UcxFabric::on_message(void* arg, const void*, size_t, void* data, size_t length,
                                 const ucp_am_recv_param_t* param) {
-  auto* self = static_cast<Fabric*>(arg);
+  auto* self = static_cast<UcxFabric*>(arg);
   Message m;
   m.bytes.assign(static_cast<const char*>(data), length);
   if ((param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) && param->reply_ep) {
@@ -384,12 +388,12 @@ ucs_status_t Fabric::on_message(void* arg, const void*, size_t, void* data, size
   return UCS_OK;
 }
 
-Result<std::unique_ptr<Endpoint>> Fabric::connect(const std::string& host, uint16_t port,
+Result<std::unique_ptr<Endpoint>> UcxFabric::connect(const std::string& host, uint16_t port,
                                                   std::function<void(const std::string& why)> on_failure) {
   auto addr = resolve(host, port, false);
   std::string peer = host + ":" + std::to_string(port);
   if (!addr) return addr.status().with_context("peer " + peer);
-  std::unique_ptr<Endpoint> e(new Endpoint(*this, peer));
+  std::unique_ptr<UcxEndpoint> e(new UcxEndpoint(*this, peer));
   e->on_failure_ = std::move(on_failure);
   ucp_ep_params_t p{};
   p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLER |
@@ -398,14 +402,14 @@ Result<std::unique_ptr<Endpoint>> Fabric::connect(const std::string& host, uint1
   p.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
   p.sockaddr.addrlen = sizeof(sockaddr_storage);
   p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-  p.err_handler.cb = &Endpoint::on_error;
+  p.err_handler.cb = &UcxEndpoint::on_error;
   p.err_handler.arg = e.get();
   if (ucs_status_t s = ucp_ep_create(worker_, &p, &e->ep_); s != UCS_OK) return ucx_error("connect to " + peer, s);
   wake();
-  return e;
+  return std::unique_ptr<Endpoint>(std::move(e));
 }
 
-std::string Fabric::worker_address() const {
+std::string UcxFabric::worker_address() const {
   ucp_address_t* a = nullptr;
   size_t len = 0;
   if (ucp_worker_get_address(worker_, &a, &len) != UCS_OK) return {};
@@ -414,10 +418,10 @@ std::string Fabric::worker_address() const {
   return out;
 }
 
-Result<std::unique_ptr<Endpoint>> Fabric::connect_worker(const std::string& address, const std::string& peer,
+Result<std::unique_ptr<Endpoint>> UcxFabric::connect_worker(const std::string& address, const std::string& peer,
                                                          std::function<void(const std::string& why)> on_failure) {
   if (address.empty()) return Status(EINVAL, "empty worker address from " + peer);
-  std::unique_ptr<Endpoint> e(new Endpoint(*this, peer));
+  std::unique_ptr<UcxEndpoint> e(new UcxEndpoint(*this, peer));
   e->on_failure_ = std::move(on_failure);
   ucp_ep_params_t p{};
   p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLER |
@@ -427,16 +431,16 @@ Result<std::unique_ptr<Endpoint>> Fabric::connect_worker(const std::string& addr
   // detect a dead peer on them), so it is dropped when they are asked for;
   // heartbeats over the connect()ed endpoint then notice a dead peer.
   p.err_mode = shared_memory_requested() ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
-  p.err_handler.cb = &Endpoint::on_error;
+  p.err_handler.cb = &UcxEndpoint::on_error;
   p.err_handler.arg = e.get();
   if (ucs_status_t s = ucp_ep_create(worker_, &p, &e->ep_); s != UCS_OK)
     return ucx_error("data endpoint to " + peer, s);
   wake();
-  return e;
+  return std::unique_ptr<Endpoint>(std::move(e));
 }
 
-Result<std::unique_ptr<Registration>> Fabric::register_memory(void* address, size_t length) {
-  std::unique_ptr<Registration> r(new Registration(context_));
+Result<std::unique_ptr<Registration>> UcxFabric::register_memory(void* address, size_t length) {
+  std::unique_ptr<UcxRegistration> r(new UcxRegistration(context_));
   ucp_mem_map_params_t p{};
   p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
   p.address = address;
@@ -450,7 +454,7 @@ Result<std::unique_ptr<Registration>> Fabric::register_memory(void* address, siz
   r->rkey_.assign(static_cast<const char*>(buf), size);
   ucp_rkey_buffer_release(buf);
   r->address_ = reinterpret_cast<uint64_t>(address);
-  return r;
+  return std::unique_ptr<Registration>(std::move(r));
 }
 
 }  // namespace dlfs::transport

@@ -1,0 +1,241 @@
+// Cluster: the peer state machine. Answers to this node's hellos and pings
+// (progress thread), and the heartbeat thread that joins peers, pings them,
+// and marks them down when they fall silent or their endpoints break.
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "transport/cluster.h"
+#include "transport/cluster_state.h"
+
+namespace dlfs::transport {
+
+const char* state_name(PeerState s) {
+  switch (s) {
+    case PeerState::self: return "self";
+    case PeerState::connecting: return "connecting";
+    case PeerState::up: return "up";
+    case PeerState::down: return "down";
+    case PeerState::refused: return "refused";
+  }
+  return "?";
+}
+
+Cluster::Peer* Cluster::answering_peer(uint32_t rank) {
+  if (rank >= size() || rank == self()) return nullptr;
+  return peers_[rank].get();
+}
+
+void Cluster::on_refused(const Refused& refused) {
+  Peer* p = answering_peer(refused.rank);
+  if (!p) return;
+  std::lock_guard lk(p->mu);
+  if (!p->answers(refused.session)) return;
+  if (p->state != PeerState::refused)
+    spdlog::error("cluster: rank {} ({}) refused this node: {}", refused.rank, p->address.to_string(), refused.why);
+  p->state = PeerState::refused;
+  p->last_error = "refused: " + refused.why;
+  p->since = ClusterClock::now();
+  p->retired = std::move(p->link);  // closed by the heartbeat thread, which also retries later
+}
+
+void Cluster::on_welcome(const Welcome& welcome) {
+  Peer* p = answering_peer(welcome.rank);
+  if (!p) return;
+  std::lock_guard lk(p->mu);
+  if (!p->answers(welcome.session)) return;
+  for (const auto& [name, s] : welcome.stripes) {
+    RemoteStripe& rs = p->link->stripes[name];
+    rs = RemoteStripe{};
+    rs.begin = s.begin;
+    rs.end = s.end;
+    rs.extent_size = std::max<uint64_t>(1, s.extent_size);
+    rs.extents = s.extents;
+    rs.packed_key = s.packed_key;
+    rs.base = s.packed_key.empty() ? 0 : s.base;
+  }
+  p->link->worker_address = welcome.worker_address;
+  p->link->welcomed = true;  // the heartbeat thread makes the data endpoint, then the peer is up
+  heard(*p, welcome.resident, welcome.bytes);
+}
+
+void Cluster::on_pong(const Pong& pong) {
+  Peer* p = answering_peer(pong.rank);
+  if (!p) return;
+  std::lock_guard lk(p->mu);
+  if (!p->answers(pong.session)) return;
+  heard(*p, pong.resident, pong.bytes);
+}
+
+void Cluster::heard(Peer& p, const std::map<std::string, ExtentRuns>& resident, const NodeBytes& bytes) {
+  for (const auto& [name, runs] : resident) p.resident[name] = std::make_shared<const ExtentRuns>(runs);
+  p.bytes = bytes;
+  p.last_heard = ClusterClock::now();
+}
+
+void Cluster::mark_down(Peer& p, const std::string& why) {
+  if (p.state == PeerState::up)
+    spdlog::warn("cluster: rank {} ({}) is down: {}; its stripe is read from the backend", p.rank,
+                 p.address.to_string(), why);
+  if (p.state != PeerState::refused) p.state = PeerState::down;
+  p.last_error = why;
+  p.since = ClusterClock::now();
+  p.link.reset();
+  p.next_attempt = ClusterClock::now() + options_.reconnect;
+}
+
+void Cluster::tick(Peer& p, ClusterClock::time_point now) {
+  // UCX calls (connect, send, closing an endpoint) are made without p.mu:
+  // the progress thread holds UCX's worker lock while its message handler
+  // takes p.mu, so the opposite order would deadlock.
+  std::shared_ptr<Link> retired, old, ping_on, finish;
+  {
+    std::lock_guard lk(p.mu);
+    retired = std::move(p.retired);
+    const bool has_link = p.link != nullptr;
+    if (has_link && p.link->failed()) {
+      old = p.link;
+      mark_down(p, "connection lost");
+    } else if (has_link && p.state == PeerState::up && now - p.last_heard > options_.down_after) {
+      old = p.link;
+      mark_down(p, fmt::format("no heartbeat for {:.1f} s", std::chrono::duration<double>(now - p.last_heard).count()));
+    } else if (has_link && p.state != PeerState::up && now - p.link->started > options_.down_after) {
+      old = std::move(p.link);  // no welcome in time: try again
+      p.last_error = "no answer to the join";
+      p.next_attempt = now + options_.reconnect;
+    } else if (has_link && p.link->welcomed && !p.link->data_ep) {
+      finish = p.link;
+    } else if (has_link && p.state == PeerState::up) {
+      ping_on = p.link;
+    } else if (has_link) {
+      return;  // the join is under way
+    }
+    const bool join = !finish && !ping_on;
+    if (join && (p.link || now < p.next_attempt)) return;
+    // A refused peer is retried less often: it is usually misconfigured.
+    if (join) p.next_attempt = now + (p.state == PeerState::refused ? 5 * options_.reconnect : options_.reconnect);
+  }
+  if (finish) finish_join(p, finish);
+  else if (ping_on) ping(p, *ping_on);
+  else join(p, now);
+}
+
+void Cluster::ping(Peer& p, const Link& link) {
+  if (Status s = link.ep->send(encode(Ping{.rank = self(), .token_digest = token_digest_, .session = link.session}));
+      !s) {
+    std::lock_guard lk(p.mu);
+    p.last_error = s.message();
+  }
+}
+
+// (Re)joins: a fresh endpoint through the peer's listener, and a hello on it.
+void Cluster::join(Peer& p, ClusterClock::time_point now) {
+  auto link = std::make_shared<Link>();
+  link->session = ++session_counter_;
+  link->started = now;
+  const uint32_t rank = p.rank;
+  auto ep = fabric_->connect(p.address.host, p.address.port, [rank](const std::string& why) {
+    spdlog::debug("cluster: endpoint to rank {} failed: {}", rank, why);
+  });
+  if (!ep) {
+    std::lock_guard lk(p.mu);
+    p.last_error = ep.status().message();
+    return;
+  }
+  link->ep = std::move(ep).value();
+  Hello hello{.rank = self(), .token_digest = token_digest_, .session = link->session, .datasets = {}};
+  for (const auto& d : datasets_) hello.datasets[d.name] = d.fingerprint;
+  {
+    // Installed before the hello goes out, so that the welcome finds it.
+    std::lock_guard lk(p.mu);
+    if (p.state != PeerState::refused) p.state = p.ever_up ? PeerState::down : PeerState::connecting;
+    p.link = link;
+  }
+  if (Status s = link->ep->send(encode(hello)); !s) {
+    std::lock_guard lk(p.mu);
+    p.last_error = s.message();
+  }
+}
+
+// After a welcome: the data endpoint (from the peer's worker address) and the
+// stripes' keys unpacked on it; then the peer is up. Runs on the heartbeat
+// thread, UCX calls outside p.mu.
+void Cluster::finish_join(Peer& p, const std::shared_ptr<Link>& link) {
+  const uint32_t rank = p.rank;
+  auto data = fabric_->connect_worker(link->worker_address, p.address.to_string(), [rank](const std::string& why) {
+    spdlog::debug("cluster: data endpoint to rank {} failed: {}", rank, why);
+  });
+  std::map<std::string, std::unique_ptr<Endpoint::RemoteKey>> keys;
+  std::string error;
+  if (data) {
+    for (auto& [name, rs] : link->stripes) {
+      if (rs.packed_key.empty()) continue;
+      auto key = (*data)->unpack(rs.packed_key);
+      if (key) keys[name] = std::move(key).value();
+      else error = key.status().message();
+    }
+  } else {
+    error = data.status().message();
+  }
+  std::lock_guard lk(p.mu);
+  if (p.link != link) return;  // replaced meanwhile
+  if (!data || !error.empty()) {
+    spdlog::warn("cluster: rank {} ({}): {}", rank, p.address.to_string(), error);
+    p.last_error = error;
+    p.retired = std::move(p.link);
+    p.next_attempt = ClusterClock::now() + options_.reconnect;
+    return;
+  }
+  link->data_ep = std::move(data).value();
+  for (auto& [name, k] : keys) link->stripes[name].key = std::move(k);
+  p.state = PeerState::up;
+  p.last_heard = ClusterClock::now();  // the welcome counts as heard; pings follow
+  p.since = p.last_heard;
+  p.last_error.clear();
+  std::string what;
+  for (const auto& [name, rs] : link->stripes)
+    what += fmt::format("{}'{}' [{}, {}) {}/{} extents resident", what.empty() ? "" : ", ", name, rs.begin, rs.end,
+                        p.resident.count(name) ? extent_count(*p.resident[name]) : 0, rs.extents);
+  spdlog::info("cluster: rank {} ({}) is {}: {}", rank, p.address.to_string(), p.ever_up ? "back" : "up", what);
+  p.ever_up = true;
+}
+
+void Cluster::heartbeat_loop() {
+  for (;;) {
+    {
+      std::unique_lock lk(stop_mu_);
+      if (stop_cv_.wait_for(lk, options_.heartbeat, [&] { return stop_; })) return;
+    }
+    const auto now = ClusterClock::now();
+    for (auto& p : peers_)
+      if (p->rank != self()) tick(*p, now);
+    const bool all = every_stripe_resident();
+    if (all && !all_resident_logged_.exchange(true))
+      spdlog::info("cluster: every stripe is resident on its node ({} nodes): the whole dataset is in memory", size());
+    if (!all) all_resident_logged_.store(false);
+  }
+}
+
+// Every peer up with all its extents resident, and this node's stripes loaded.
+bool Cluster::every_stripe_resident() const {
+  bool all = true;
+  for (const auto& p : peers_) {
+    if (p->rank == self()) continue;
+    std::lock_guard lk(p->mu);
+    if (p->state != PeerState::up || !p->link) {
+      all = false;
+      continue;
+    }
+    for (const auto& [name, rs] : p->link->stripes) {
+      auto r = p->resident.find(name);
+      if (r == p->resident.end() || extent_count(*r->second) < rs.extents) all = false;
+    }
+  }
+  for (const auto& d : datasets_)
+    if (d.buffer->resident_extents() < d.buffer->cacheable_extents() ||
+        d.buffer->cacheable_extents() < d.buffer->extent_count())
+      all = false;
+  return all;
+}
+
+}  // namespace dlfs::transport

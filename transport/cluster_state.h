@@ -1,0 +1,91 @@
+// The Cluster's private state, shared by its files (cluster.cc: creation and
+// the answers to hellos and pings; cluster_peer.cc: the peer state machine and
+// heartbeats; cluster_remote.cc: gets; cluster_status.cc: status). Not for
+// use outside transport/.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+
+#include "cache/storage_buffer.h"
+#include "transport/cluster.h"
+#include "transport/cluster_messages.h"
+
+namespace dlfs::transport {
+
+using ClusterClock = std::chrono::steady_clock;
+
+// The resident extents of a buffer, as runs.
+ExtentRuns residency_of(const cache::StorageBuffer& b);
+// Whether one run holds every extent of [first, last].
+bool covers(const ExtentRuns& r, uint64_t first, uint64_t last);
+uint64_t extent_count(const ExtentRuns& r);
+
+// One joined peer's stripe of one dataset.
+struct RemoteStripe {
+  uint64_t begin = 0, end = 0, extent_size = 1, extents = 0, base = 0;
+  std::string packed_key;                    // empty: the peer holds nothing in memory
+  std::unique_ptr<Endpoint::RemoteKey> key;  // packed_key unpacked on the data endpoint
+};
+
+// A connection attempt to a peer and what its welcome said. Replaced as a
+// whole on reconnect; fetches hold it by shared_ptr while they get.
+struct Cluster::Link {
+  uint64_t session = 0;
+  std::unique_ptr<Endpoint> ep;       // through the peer's listener: join, heartbeats
+  std::unique_ptr<Endpoint> data_ep;  // from the peer's worker address: gets (every transport)
+  std::string worker_address;         // from the welcome
+  bool welcomed = false;
+  std::map<std::string, RemoteStripe> stripes;  // set before the peer is up, then read-only
+  ClusterClock::time_point started;
+  bool failed() const { return ep->failed() || (data_ep && data_ep->failed()); }
+};
+
+enum class PeerState { self, connecting, up, down, refused };
+const char* state_name(PeerState s);
+
+struct Cluster::Peer {
+  uint32_t rank = 0;
+  PeerAddress address;
+  mutable std::mutex mu;  // guards everything below
+  PeerState state = PeerState::connecting;
+  std::shared_ptr<Link> link;
+  std::shared_ptr<Link> retired;  // dropped on the progress thread, closed on the heartbeat thread
+  std::map<std::string, std::shared_ptr<const ExtentRuns>> resident;  // by dataset
+  ClusterClock::time_point last_heard, next_attempt, since;
+  std::string last_error;
+  NodeBytes bytes;
+  bool ever_up = false;
+  // Times in a row its gets missed their deadline while it was up (reset by a
+  // batch of gets that all arrived): each doubles the wait before rejoining.
+  std::atomic<unsigned> stalls{0};
+
+  // Whether an answer is to the current link (not an old connection's). Under mu.
+  bool answers(uint64_t session) const { return link && link->session == session; }
+};
+
+// The remote path of one dataset, installed in its Fetcher.
+class Cluster::Remote : public cache::RemoteFetch {
+ public:
+  Remote(Cluster& c, std::string name) : c_(c), name_(std::move(name)) {}
+  bool fetch(uint32_t owner, uint64_t offset, std::span<std::byte> dst) override;
+  void fetch_many(uint32_t owner, std::span<Piece> pieces) override;
+  // Waits for the fetches in flight (after the remote was removed from its fetcher).
+  void drain() {
+    while (inflight_.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+
+ private:
+  Cluster& c_;
+  std::string name_;
+  std::atomic<int> inflight_{0};
+};
+
+}  // namespace dlfs::transport

@@ -1,0 +1,116 @@
+// The UCX fabric: this node's UCX machinery behind the Fabric interface.
+//
+// One UCP context (RMA + active messages), one worker shared by all threads
+// (UCS_THREAD_MODE_MULTI), a progress thread that keeps that worker moving
+// (over TCP `ucp_get` is emulated: the *target* must progress for a peer's
+// get to complete, so progress cannot wait for our own requests; it polls,
+// with short sleeps when idle, because shared-memory transports raise no
+// events), and a listener that accepts connections by address.
+//
+// Messages are active messages with one id. Registered memory is
+// ucp_mem_map'ed and its remote key packed. Errors of an endpoint reach its
+// error callback on the progress thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ucp/api/ucp.h>
+
+#include "transport/fabric.h"
+
+namespace dlfs::transport {
+
+class UcxFabric;
+
+class UcxEndpoint final : public Endpoint {
+ public:
+  ~UcxEndpoint() override;
+  Status send(const std::string& bytes, bool want_reply = true) override;
+  bool failed() const override { return failed_.load(std::memory_order_acquire); }
+  const std::string& peer() const override { return peer_; }
+  std::string describe() const override;
+  Result<std::unique_ptr<RemoteKey>> unpack(const std::string& packed_rkey) override;
+  PendingGet start_get(const RemoteKey& key, uint64_t remote_address, size_t size) override;
+  Status finish_get(PendingGet& get, std::span<std::byte> dst, std::chrono::steady_clock::time_point deadline) override;
+
+ private:
+  friend class UcxFabric;
+  UcxEndpoint(UcxFabric& fabric, std::string peer) : fabric_(fabric), peer_(std::move(peer)) {}
+  static void on_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+  UcxFabric& fabric_;
+  std::string peer_;
+  ucp_ep_h ep_ = nullptr;
+  std::atomic<bool> failed_{false};
+  std::function<void(const std::string& why)> on_failure_;
+};
+
+class UcxRegistration final : public Registration {
+ public:
+  ~UcxRegistration() override;
+  const std::string& packed_rkey() const override { return rkey_; }
+  uint64_t address() const override { return address_; }
+ private:
+  friend class UcxFabric;
+  explicit UcxRegistration(ucp_context_h ctx) : ctx_(ctx) {}
+  ucp_context_h ctx_;
+  ucp_mem_h memh_ = nullptr;
+  std::string rkey_;
+  uint64_t address_ = 0;
+};
+
+class UcxFabric final : public Fabric {
+ public:
+  static Result<std::unique_ptr<UcxFabric>> create(const FabricOptions& options, Handler handler);
+  ~UcxFabric() override;
+
+  uint16_t port() const override { return port_; }
+  std::string transports() const override;
+  Result<std::unique_ptr<Endpoint>> connect(const std::string& host, uint16_t port,
+                                            std::function<void(const std::string& why)> on_failure) override;
+  // A worker-address endpoint is wired up with every transport UCX_TLS
+  // allows, shared memory included, which a connection made through the
+  // listener (TCP socket wire-up) does not get: gets go over it.
+  std::string worker_address() const override;
+  Result<std::unique_ptr<Endpoint>> connect_worker(const std::string& address, const std::string& peer,
+                                                   std::function<void(const std::string& why)> on_failure) override;
+  Result<std::unique_ptr<Registration>> register_memory(void* address, size_t length) override;
+
+ private:
+  friend class UcxEndpoint;
+  UcxFabric() = default;
+  Status start_listener(const FabricOptions& options);
+  void progress_loop();
+  void wake();
+  static void on_connection(ucp_conn_request_h request, void* arg);
+  static ucs_status_t on_message(void* arg, const void* header, size_t header_length, void* data, size_t length,
+                                 const ucp_am_recv_param_t* param);
+
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  ucp_listener_h listener_ = nullptr;
+  std::atomic<unsigned> idle_rounds_{0};  // progress calls in a row that found nothing
+  uint16_t port_ = 0;
+  Handler handler_;
+  std::atomic<bool> stop_{false};
+  std::thread progress_;
+  std::mutex accepted_mu_;  // guards accepted_
+  std::vector<std::unique_ptr<UcxEndpoint>> accepted_;  // server sides of accepted connections
+};
+
+// Whether UCX_TLS names a shared-memory transport (posix, sysv, cma, shm, ...).
+bool shared_memory_requested();
+
+// Waits for a UCX request (or immediate status) while the progress thread
+// drives the worker; frees the request. Used for closes and sends at shutdown.
+ucs_status_t wait_request(ucs_status_ptr_t request, std::chrono::milliseconds timeout);
+
+}  // namespace dlfs::transport
