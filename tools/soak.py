@@ -122,6 +122,16 @@ class Cluster:
         self.daemons.procs = [x for x in self.daemons.procs if x[0] is not p]
 
 
+def describe_wrong(backend, rel, data):
+    """How bytes that differ from the backend differ: truncated or not."""
+    with open(os.path.join(backend.root, rel), "rb") as f:
+        want = f.read()
+    if len(data) < len(want) and want.startswith(data):
+        return f"{len(data)} of {len(want)} bytes (a truncated read)"
+    first = next((i for i, (x, y) in enumerate(zip(data, want)) if x != y), min(len(data), len(want)))
+    return f"{len(data)} bytes, {len(want)} expected, first difference at byte {first}"
+
+
 def read_raw(mnt, backend, rng):
     rel = rng.choice(backend.names)
     with open(os.path.join(mnt, "d/raw", rel), "rb") as f:
@@ -166,7 +176,8 @@ def reader(seed, cluster, backend, tally, stop_at, epochs):
             tally.add(len(data))
         else:
             with tally.lock:
-                tally.wrong.append(f"node {node}: wrong bytes in {rel}")
+                tally.wrong.append(f"node {node}: wrong bytes in {rel}: {describe_wrong(backend, rel, data)}"
+                                   f"{'' if cluster.up[node].is_set() else ' (read across a planned stop)'}")
 
 
 def sample_figures(cluster, curve, t0):
