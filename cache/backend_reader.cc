@@ -50,41 +50,63 @@ int open_by_walking(int root, const std::string& path) {
 
 std::string quoted(const std::string& path) { return "backend file '" + path + "'"; }
 
+// The error of every read of a file that changed since the scan.
+Status changed_error(const std::string& path, const std::string& what) {
+  return Status(EIO, quoted(path) + " changed since the scan (" + what +
+                         "); reads that need its bytes from the backend fail");
+}
+
 }  // namespace
 
-Result<std::unique_ptr<BackendReader>> BackendReader::open(const provenance::Manifest& manifest, unsigned max_requests) {
+Result<std::unique_ptr<BackendReader>> BackendReader::open(const provenance::Manifest& manifest, unsigned max_requests,
+                                                           std::string label) {
   int fd = ::open(manifest.root().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return Status::from_errno(errno, "backend root " + manifest.root());
   UniqueFd root(fd);
   bool use_openat2 = probe_openat2(root.get());
-  return std::unique_ptr<BackendReader>(new BackendReader(manifest, std::move(root), use_openat2, max_requests));
+  if (label.empty()) label = manifest.root();
+  return std::unique_ptr<BackendReader>(
+      new BackendReader(manifest, std::move(root), use_openat2, max_requests, std::move(label)));
 }
 
-Result<UniqueFd> BackendReader::open_file(const std::string& path) const {
+Status BackendReader::changed(uint32_t file, const std::string& path, const std::string& what) const {
+  changed_.mark(file, path, what);
+  return changed_error(path, what);
+}
+
+Result<UniqueFd> BackendReader::open_file(uint32_t file, const std::string& path) const {
   int fd = use_openat2_
                ? sys_openat2(root_.get(), path.c_str(), kFileFlags, RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH)
                : open_by_walking(root_.get(), path);
   if (fd < 0) {
     int err = errno;
     // ELOOP: the file or a directory above it is a symlink now (O_NOFOLLOW /
-    // RESOLVE_NO_SYMLINKS); ENOTDIR: a directory was replaced by something else.
+    // RESOLVE_NO_SYMLINKS); ENOENT/ENOTDIR: it or a directory above it is gone.
     if (err == ELOOP || err == EXDEV)
-      return Status(err, quoted(path) + " is a symlink or lies under one (changed since the scan); not following it");
+      return changed(file, path, "it or a directory above it is a symlink now; not following it");
+    if (err == ENOENT || err == ENOTDIR) return changed(file, path, "vanished");
     return Status::from_errno(err, quoted(path) + " cannot be opened");
   }
-  UniqueFd file(fd);
+  UniqueFd f(fd);
+  DLFS_RETURN_IF_ERROR(check_pin(file, path, fd));
+  return f;
+}
+
+Status BackendReader::check_pin(uint32_t file, const std::string& path, int fd) const {
   struct stat st;
   if (::fstat(fd, &st) != 0) return Status::from_errno(errno, quoted(path) + " cannot be stat'ed");
-  if (!S_ISREG(st.st_mode))
-    return Status(EIO, quoted(path) + " is no longer a regular file (changed since the scan)");
-  return file;
+  if (!S_ISREG(st.st_mode)) return changed(file, path, "no longer a regular file");
+  std::string what = describe_change(manifest_.file_identity(file), st);
+  return what.empty() ? Status::ok() : changed(file, path, what);
 }
 
 Status BackendReader::read_file(uint32_t file, uint64_t offset, std::span<std::byte> out) const {
   if (out.empty()) return Status::ok();
   std::string path = manifest_.file_path(file);
+  if (changed_.contains(file))  // known: no syscall, and never bytes of another version
+    return changed_error(path, changed_.what(file));
   RequestGate::Ticket ticket(gate_);  // the open counts: on a parallel FS it is a metadata request
-  auto fd = open_file(path);
+  auto fd = open_file(file, path);
   if (!fd) return fd.status();
   size_t done = 0;
   while (done < out.size()) {
@@ -93,11 +115,15 @@ Status BackendReader::read_file(uint32_t file, uint64_t offset, std::span<std::b
       if (errno == EINTR) continue;
       return Status::from_errno(errno, quoted(path) + " read failed at offset " + std::to_string(offset + done));
     }
-    if (n == 0)  // the file shrank: never hand out zero-filled bytes as data
-      return Status(EIO, quoted(path) + " is shorter than when scanned (wanted " + std::to_string(out.size()) +
-                             " bytes at offset " + std::to_string(offset) + ")");
+    if (n == 0) break;  // the file shrank under the read: the check below names the change
     done += static_cast<size_t>(n);
   }
+  // A rewrite while we read moved mtime (or size) before its bytes landed:
+  // what we read is the pinned version only if the file still matches.
+  DLFS_RETURN_IF_ERROR(check_pin(file, path, fd->get()));
+  if (done < out.size())  // never hand out zero-filled bytes as data
+    return Status(EIO, quoted(path) + " is shorter than when scanned (wanted " + std::to_string(out.size()) +
+                           " bytes at offset " + std::to_string(offset) + ")");
   return Status::ok();
 }
 

@@ -6,6 +6,13 @@
 // is refused rather than followed out of the root. A short read (file shrank
 // since the scan) is an error naming the file, never zero-filled bytes.
 //
+// Every pread is bracketed by a check of the open file against the scan's
+// pin (size, mtime, inode, device: one fstat at open, one after the read),
+// so the bytes handed out are the scanned version or an EIO naming the file
+// and what changed; a file found changed (or vanished) is marked in
+// changed_files() and fails every later read at once (cache/changed_files.h
+// has the rule).
+//
 // Thread safety: all methods may be called concurrently.
 #pragma once
 
@@ -16,6 +23,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "cache/changed_files.h"
 #include "cache/request_gate.h"
 #include "common/unique_fd.h"
 #include "provenance/manifest.h"
@@ -26,9 +34,10 @@ class BackendReader {
  public:
   // Opens the dataset root directory; error names the root.
   // `max_requests`: preads in flight at once across every caller (loader,
-  // rounds, reads of non-resident samples); 0 = no bound.
+  // rounds, reads of non-resident samples); 0 = no bound. `label` names the
+  // dataset in log lines (default: the root).
   static Result<std::unique_ptr<BackendReader>> open(const provenance::Manifest& manifest,
-                                                     unsigned max_requests = 0);
+                                                     unsigned max_requests = 0, std::string label = {});
 
   // Fills `out` with the bytes at [data_offset, data_offset + out.size()).
   Status read(uint64_t data_offset, std::span<std::byte> out) const;
@@ -38,16 +47,31 @@ class BackendReader {
 
   const provenance::Manifest& manifest() const { return manifest_; }
   const RequestGate& gate() const { return gate_; }
+  // The files found changed since the scan (by reads, or by verify).
+  const ChangedFiles& changed_files() const { return changed_; }
+  // Marks `file` changed for a reason found outside a read (verify compared
+  // its contents with the loaded bytes).
+  void mark_changed(uint32_t file, const std::string& what) const {
+    changed_.mark(file, manifest_.file_path(file), what);
+  }
 
  private:
-  BackendReader(const provenance::Manifest& m, UniqueFd root, bool use_openat2, unsigned max_requests)
-      : manifest_(m), root_(std::move(root)), use_openat2_(use_openat2), gate_(max_requests) {}
-  // Opens a regular file below the root without following any symlink.
-  Result<UniqueFd> open_file(const std::string& path) const;
+  BackendReader(const provenance::Manifest& m, UniqueFd root, bool use_openat2, unsigned max_requests,
+                std::string label)
+      : manifest_(m), root_(std::move(root)), use_openat2_(use_openat2), gate_(max_requests),
+        changed_(m.file_count(), std::move(label)) {}
+  // Opens a regular file below the root without following any symlink and
+  // checks it against the pin.
+  Result<UniqueFd> open_file(uint32_t file, const std::string& path) const;
+  // EIO unless the open file is still the one scanned (marks it changed).
+  Status check_pin(uint32_t file, const std::string& path, int fd) const;
+  // Marks the file changed; the EIO a read of it returns.
+  Status changed(uint32_t file, const std::string& path, const std::string& what) const;
   const provenance::Manifest& manifest_;
   UniqueFd root_;
   bool use_openat2_;  // kernel has openat2 (else: walk components with O_NOFOLLOW)
   mutable RequestGate gate_;
+  mutable ChangedFiles changed_;
 };
 
 }  // namespace dlfs::cache

@@ -1,8 +1,10 @@
 #include "cache/verifier.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 
 namespace dlfs::cache {
@@ -14,6 +16,37 @@ std::string hex(uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
   return buf;
+}
+
+// Calls fn(file, begin, end) for every non-empty file overlapping the
+// byte-space range [begin, end), with the overlap.
+template <typename Fn>
+void for_each_file(const provenance::Manifest& m, uint64_t begin, uint64_t end, Fn&& fn) {
+  for (uint32_t f = m.file_at(begin); f < m.file_count() && m.file_data_offset(f) < end; ++f) {
+    const uint64_t fb = m.file_data_offset(f), fe = fb + m.file_size(f);
+    if (fe > begin) fn(f, std::max(fb, begin), std::min(fe, end));
+  }
+}
+
+// Whether a read already found a file of the range changed.
+bool has_changed_file(const BackendReader& backend, uint64_t begin, uint64_t end) {
+  bool any = false;
+  for_each_file(backend.manifest(), begin, end,
+                [&](uint32_t f, uint64_t, uint64_t) { any = any || backend.changed_files().contains(f); });
+  return any;
+}
+
+// The memory of the extent is intact and the backend's bytes differ: mark
+// the files whose bytes differ (stat did not show it). Returns how many.
+uint64_t mark_differing_files(const BackendReader& backend, const std::byte* memory, const std::byte* disk,
+                              uint64_t begin, uint64_t end) {
+  uint64_t n = 0;
+  for_each_file(backend.manifest(), begin, end, [&](uint32_t f, uint64_t b, uint64_t e) {
+    if (std::memcmp(memory + (b - begin), disk + (b - begin), e - b) == 0) return;
+    backend.mark_changed(f, "its bytes differ from the loaded ones while size, mtime and inode did not change");
+    ++n;
+  });
+  return n;
 }
 
 }  // namespace
@@ -38,22 +71,27 @@ VerifyReport verify_buffer(const StorageBuffer& buffer, const BackendReader& bac
     auto mismatch = [&](std::string what) { r.mismatches.push_back({e, begin, len, std::move(what)}); };
 
     uint64_t mem = extent_checksum(std::span<const std::byte>(buffer.extent_data(e), len));
-    if (mem != recorded)
+    const bool memory_ok = mem == recorded;
+    if (!memory_ok)
       mismatch("memory differs from load checksum (memory " + hex(mem) + ", recorded " + hex(recorded) + ")");
 
     if (!scratch) scratch = std::make_unique_for_overwrite<std::byte[]>(buffer.extent_size());
     Status s = backend.read(begin, std::span<std::byte>(scratch.get(), len));
     if (!s) {
-      mismatch("backend read failed: " + s.message());
-    } else {
-      uint64_t be = extent_checksum(std::span<const std::byte>(scratch.get(), len));
-      if (be != recorded)
+      if (has_changed_file(backend, begin, begin + len)) ++r.extents_changed;
+      else mismatch("backend read failed: " + s.message());
+    } else if (uint64_t be = extent_checksum(std::span<const std::byte>(scratch.get(), len)); be != recorded) {
+      if (memory_ok && mark_differing_files(backend, buffer.extent_data(e), scratch.get(), begin, begin + len) > 0)
+        ++r.extents_changed;
+      else
         mismatch("backend differs from load checksum (backend " + hex(be) + ", recorded " + hex(recorded) + ")");
     }
     ++r.extents_checked;
     r.bytes_checked += len;
   }
   if (progress) progress(total, total);
+  r.changed_count = backend.changed_files().count();
+  r.changed = backend.changed_files().first(kVerifyListed);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

@@ -27,8 +27,8 @@ class ControlHandler {
   // Everything in <mnt>/.dlfs/stats (see docs/stats.md).
   virtual nlohmann::json stats() = 0;
   // Verifies resident memory against the backend for one dataset ("" = all).
-  // The result object: {"datasets":[{"name", "extents_checked", "extents_skipped",
-  // "bytes_checked", "seconds", "ok", "mismatches":[{"extent","data_offset","length","what"}]}], "ok"}.
+  // The result object: {"datasets": [one per dataset, fs/control_verify.h], "ok"};
+  // "ok" is false when memory is corrupt or a backend file changed since the scan.
   virtual Result<nlohmann::json> verify(const std::string& dataset, const ProgressFn& progress) = 0;
   // The epoch plan of one dataset ("" = the first): {"dataset", "epoch",
   // "world_size", "rank", "show"} all optional. See fs/plan_report.h.

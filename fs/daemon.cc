@@ -12,10 +12,10 @@
 #include <fuse_lowlevel.h>
 #include <spdlog/spdlog.h>
 
-#include "cache/verifier.h"
 #include "common/control_protocol.h"
 #include "common/units.h"
 #include "fs/control_server.h"
+#include "fs/control_verify.h"
 #include "fs/mountpoint_check.h"
 #include "fs/readahead.h"
 #include "fs/stats.h"
@@ -215,22 +215,9 @@ Result<nlohmann::json> Daemon::verify(const std::string& dataset, const Progress
   for (auto& d : datasets_) {
     if (!dataset.empty() && d->name() != dataset) continue;
     found = true;
-    auto report = cache::verify_buffer(d->buffer(), d->backend(), [&](uint64_t done, uint64_t total) {
-      if (progress) progress({{"dataset", d->name()}, {"extents_done", done}, {"extents_total", total}});
-    });
-    nlohmann::json mismatches = nlohmann::json::array();
-    for (const auto& m : report.mismatches)
-      mismatches.push_back({{"extent", m.extent}, {"data_offset", m.data_offset}, {"length", m.length}, {"what", m.what}});
-    all_ok = all_ok && report.ok();
-    if (!report.ok())
-      spdlog::error("[{}] verify found {} mismatching extent(s)", d->name(), report.mismatches.size());
-    list.push_back({{"name", d->name()},
-                    {"extents_checked", report.extents_checked},
-                    {"extents_skipped", report.extents_skipped},
-                    {"bytes_checked", report.bytes_checked},
-                    {"seconds", report.seconds},
-                    {"ok", report.ok()},
-                    {"mismatches", mismatches}});
+    nlohmann::json one = verify_dataset_json(*d, progress);
+    all_ok = all_ok && one["ok"].get<bool>();
+    list.push_back(std::move(one));
   }
   if (!found) return Status(ENOENT, "no dataset named '" + dataset + "'");
   return nlohmann::json{{"datasets", list}, {"ok", all_ok}};

@@ -54,7 +54,7 @@ Result<std::unique_ptr<Dataset>> Dataset::open(const DatasetConfig& config, uint
   if (::stat(config.backend.c_str(), &st) == 0)
     ds->root_mtime_ns_ = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
 
-  auto backend = cache::BackendReader::open(ds->manifest_, daemon.backend_requests);
+  auto backend = cache::BackendReader::open(ds->manifest_, daemon.backend_requests, config.name);
   if (!backend) return backend.status().with_context(what);
   ds->backend_ = std::move(backend).value();
   ds->fingerprint_ = manifest_fingerprint(ds->manifest_);
@@ -118,8 +118,9 @@ Dataset::~Dataset() {
 }
 
 uint64_t Dataset::metadata_bytes() const {
-  // Manifest tables plus the per-extent state and checksum arrays.
+  // Manifest tables, the per-extent state and checksum arrays, the per-file changed flags.
   return manifest_.memory_bytes() + buffer_->extent_count() * (sizeof(uint8_t) + sizeof(uint64_t)) +
+         backend_->changed_files().memory_bytes() +
          sizeof(Dataset) + sizeof(cache::StorageBuffer) + sizeof(cache::Loader);
 }
 

@@ -15,6 +15,12 @@ uint64_t process_rss_bytes() {
   return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
+nlohmann::json changed_files_json(uint64_t count, const std::vector<cache::ChangedFile>& files) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& f : files) list.push_back({{"path", f.path}, {"what", f.what}});
+  return {{"count", count}, {"files", list}};
+}
+
 namespace {
 
 nlohmann::json load_json(const cache::LoadProgress& p) {
@@ -52,6 +58,8 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed) {
   const BytesBySource by = bytes_by_source(d);
   j["bytes_by_source"] = {{"local", by.local}, {"remote", by.remote}, {"backend", by.backend}};
   j["stripe"] = {{"begin", d.buffer().range_begin()}, {"end", d.buffer().range_end()}};
+  const auto& changed = d.backend().changed_files();
+  j["changed_files"] = changed_files_json(changed.count(), changed.first(kStatusChangedListed));
   const auto& gate = d.backend().gate();
   j["backend_requests"] = {{"limit", gate.limit()}, {"peak", gate.peak()}, {"waits", gate.waits()}};
   if (const provenance::LmdbInfo* l = m.lmdb()) {

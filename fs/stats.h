@@ -25,6 +25,11 @@ struct DaemonFacts {
 nlohmann::json build_stats(const DaemonFacts& facts, const std::vector<std::unique_ptr<Dataset>>& datasets,
                            bool detailed);
 
+// Backend files changed since the scan: {"count": n, "files": [{"path", "what"}]}
+// (`files` lists the first few; `count` is all of them).
+nlohmann::json changed_files_json(uint64_t count, const std::vector<cache::ChangedFile>& files);
+inline constexpr size_t kStatusChangedListed = 20;
+
 // Resident set of this process in bytes (from /proc/self/statm), 0 if unknown.
 uint64_t process_rss_bytes();
 

@@ -78,12 +78,26 @@ struct ManifestBuilder {
       m.file_offset_.push_back(m.file_offset_.back() + e.size);
       m.file_mtime_ns_.push_back(e.mtime_ns);
       m.file_mode_.push_back(static_cast<uint16_t>(e.mode));
+      m.file_inode_.push_back(e.inode);
+      DLFS_RETURN_IF_ERROR(add_device(m, e.device));
     }
     m.total_bytes_ = m.file_offset_.back();
 
     group_by_parent(m.dir_parent_, static_cast<uint32_t>(nd), 1, m.dir_subdirs_begin_, m.dir_subdir_ids_);
     group_by_parent(m.file_parent_, static_cast<uint32_t>(nd), 0, m.dir_files_begin_, m.dir_file_ids_);
     // Directory 0 (the root) is nobody's child.
+    return Status::ok();
+  }
+
+  // Files store an index into the few distinct devices (2 bytes, not 8).
+  static Status add_device(Manifest& m, uint64_t device) {
+    auto it = std::find(m.devices_.begin(), m.devices_.end(), device);
+    if (it == m.devices_.end()) {
+      if (m.devices_.size() > UINT16_MAX) return Status(EFBIG, "files on more than 65536 filesystems below the root");
+      m.devices_.push_back(device);
+      it = m.devices_.end() - 1;
+    }
+    m.file_device_.push_back(static_cast<uint16_t>(it - m.devices_.begin()));
     return Status::ok();
   }
 
@@ -112,6 +126,8 @@ Result<Manifest> Manifest::build(const std::string& root, const FormatOptions& o
   m.file_mtime_ns_.shrink_to_fit();
   m.dir_mtime_ns_.shrink_to_fit();
   m.file_mode_.shrink_to_fit();
+  m.file_inode_.shrink_to_fit();
+  m.file_device_.shrink_to_fit();
   m.file_name_len_.shrink_to_fit();
   m.dir_name_len_.shrink_to_fit();
 
@@ -204,6 +220,7 @@ uint64_t Manifest::memory_bytes() const {
   auto bytes = [](const auto& v) { return static_cast<uint64_t>(v.capacity() * sizeof(v[0])); };
   return names_.capacity() + bytes(file_name_off_) + bytes(file_name_len_) + bytes(file_parent_) +
          bytes(file_offset_) + bytes(file_mtime_ns_) + bytes(file_mode_) +
+         bytes(file_inode_) + bytes(file_device_) + bytes(devices_) +
          bytes(dir_name_off_) + bytes(dir_name_len_) + bytes(dir_parent_) + bytes(dir_mtime_ns_) + bytes(dir_mode_) +
          bytes(dir_files_begin_) + bytes(dir_file_ids_) + bytes(dir_subdirs_begin_) + bytes(dir_subdir_ids_) +
          (samples_ ? samples_->memory_bytes() : 0) + sizeof(Manifest);

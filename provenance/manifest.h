@@ -72,6 +72,17 @@ struct ScanReport {
   std::vector<std::string> examples;  // first few skipped relative paths, with the reason
 };
 
+// What the scan saw of one file: a backend read compares the file it opens
+// with this (cache/changed_files.h) so that bytes of another version are
+// never served as this one. Size and mtime catch a rewrite, inode and device
+// a replacement (rename over it, another filesystem mounted above it).
+struct FileIdentity {
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  uint64_t inode = 0;
+  uint64_t device = 0;
+};
+
 inline constexpr uint32_t kRootDir = 0;
 
 class Manifest {
@@ -98,6 +109,10 @@ class Manifest {
   uint64_t file_data_offset(uint32_t f) const { return file_offset_[f]; }
   int64_t file_mtime_ns(uint32_t f) const { return file_mtime_ns_[f]; }
   uint32_t file_mode(uint32_t f) const { return file_mode_[f]; }  // permission bits only
+  // The file as scanned (the pin a backend read is checked against).
+  FileIdentity file_identity(uint32_t f) const {
+    return {file_size(f), file_mtime_ns_[f], file_inode_[f], devices_[file_device_[f]]};
+  }
   // The file containing byte-space offset `data_offset` (< total_bytes()).
   // Zero-length files contain no offset and are never returned.
   uint32_t file_at(uint64_t data_offset) const;
@@ -157,6 +172,9 @@ class Manifest {
   std::vector<uint64_t> file_offset_;     // prefix sum of sizes, file_count()+1 entries
   std::vector<int64_t> file_mtime_ns_;
   std::vector<uint16_t> file_mode_;
+  std::vector<uint64_t> file_inode_;
+  std::vector<uint16_t> file_device_;     // index into devices_: a tree spans few filesystems
+  std::vector<uint64_t> devices_;         // distinct st_dev values, in order of first sight
   std::unique_ptr<SampleTable> samples_;  // the format's
 
   // directories

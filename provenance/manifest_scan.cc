@@ -70,7 +70,8 @@ void walk(int root, ScanResult& out, ScanReport& report) {
       if (S_ISLNK(st.st_mode)) {
         note(report, report.skipped_symlinks, rel, "symlink, not followed");
       } else if (S_ISREG(st.st_mode)) {
-        out.files.push_back({std::move(rel), static_cast<uint64_t>(st.st_size), mtime_of(st), st.st_mode & 07777u});
+        out.files.push_back({std::move(rel), static_cast<uint64_t>(st.st_size), mtime_of(st), st.st_mode & 07777u,
+                             static_cast<uint64_t>(st.st_ino), static_cast<uint64_t>(st.st_dev)});
       } else if (S_ISDIR(st.st_mode)) {
         if (::faccessat(dfd, name, R_OK | X_OK, 0) != 0) {
           note(report, report.unreadable, rel, "cannot open directory");

@@ -17,6 +17,8 @@ struct ScannedEntry {
   uint64_t size = 0;
   int64_t mtime_ns = 0;
   uint32_t mode = 0;      // permission bits
+  uint64_t inode = 0;     // st_ino and st_dev: with size and mtime, the identity
+  uint64_t device = 0;    // a backend read checks the file against (cache/changed_files.h)
 };
 
 struct ScanResult {

@@ -12,9 +12,11 @@
 #include <gtest/gtest.h>
 
 #include "fs/config.h"
+#include "fs/control_verify.h"
 #include "fs/dataset.h"
 #include "fs/inode.h"
 #include "fs/namespace.h"
+#include "fs/stats.h"
 #include "temp_dir.h"
 
 namespace dlfs::fs {
@@ -43,10 +45,12 @@ class FsCoreTest : public ::dlfs::test::TempDirTest {
     contents_[rel] = data;
   }
 
-  std::unique_ptr<Namespace> make(uint64_t budget, bool load) {
+  // shuffle_ratio 1: no rounds, the budget goes to the storage buffer.
+  std::unique_ptr<Namespace> make(uint64_t budget, bool load, double shuffle_ratio = 0) {
     DatasetConfig dc;
     dc.name = "ds";
     dc.backend = root_;
+    dc.plan.shuffle_ratio = shuffle_ratio;
     DaemonConfig daemon;
     daemon.extent_size = 64 << 10;
     daemon.loader_threads = 2;
@@ -245,6 +249,37 @@ TEST_F(FsCoreTest, CountersAddUp) {
   EXPECT_EQ(datasets_[0]->raw_counters().bytes.load(), total);
   EXPECT_EQ(src.memory_bytes.load() + src.fetched_bytes.load(), total);
   EXPECT_EQ(src.fetched_bytes.load(), 0u) << "fully loaded: nothing from the backend";
+}
+
+// A backend file changed after the load: the loaded one keeps serving its
+// scanned bytes, one read from the backend fails with EIO; stats and verify
+// name them (cache/changed_files.h has the rule).
+TEST_F(FsCoreTest, ChangedBackendFilesAreNamedInStatsAndVerify) {
+  auto ns = make(128ull << 10, true, 1);  // two extents: a/b.txt and a/b/x resident, top.bin not
+  ASSERT_EQ(datasets_[0]->buffer().resident_bytes(), 128ull << 10);
+  std::ofstream(root_ + "/a/b.txt", std::ios::binary | std::ios::app) << "more";
+  std::ofstream(root_ + "/top.bin", std::ios::binary | std::ios::app) << "more";
+  cache::Gather g;
+  auto loaded = resolve(*ns, "ds/raw/a/b.txt");
+  ASSERT_TRUE(loaded.is_ok());
+  EXPECT_EQ(read_all(*ns, loaded->ino, 5000, 4096), contents_["a/b.txt"]);
+  auto backend = resolve(*ns, "ds/raw/top.bin");
+  ASSERT_TRUE(backend.is_ok());
+  Status s = ns->read_file(backend->ino, 0, 4096, g);
+  EXPECT_EQ(s.err(), EIO) << s.message();
+  EXPECT_NE(s.message().find("'top.bin' changed since the scan (size 200000 -> 200004"), std::string::npos)
+      << s.message();
+
+  auto changed = build_stats(DaemonFacts{}, datasets_, false)["datasets"][0]["changed_files"];
+  EXPECT_EQ(changed["count"], 1);
+  EXPECT_EQ(changed["files"][0]["path"], "top.bin");
+
+  auto verified = verify_dataset_json(*datasets_[0], {});
+  EXPECT_FALSE(verified["ok"].get<bool>());
+  EXPECT_TRUE(verified["mismatches"].empty()) << verified.dump();
+  EXPECT_EQ(verified["changed_files"]["count"], 2);
+  EXPECT_EQ(verified["changed_files"]["files"][1]["path"], "a/b.txt");
+  EXPECT_EQ(read_all(*ns, loaded->ino, 5000, 4096), contents_["a/b.txt"]) << "resident bytes changed";
 }
 
 }  // namespace

@@ -65,6 +65,24 @@ TEST_F(ManifestTest, CanonicalOrderIsByteWiseSortedFullPath) {
   EXPECT_EQ(m.sample_name(2), "a/b/x");
 }
 
+TEST_F(ManifestTest, PinsWhatTheScanSawOfEveryFile) {
+  write("a/one", 10);
+  write("b", 0);
+  write("c", 3);
+  Manifest m = build();
+  ASSERT_EQ(m.file_count(), 3u);
+  for (uint32_t f = 0; f < m.file_count(); ++f) {
+    struct stat st {};
+    ASSERT_EQ(::stat((root_ + "/" + m.file_path(f)).c_str(), &st), 0);
+    const FileIdentity id = m.file_identity(f);
+    EXPECT_EQ(id.size, static_cast<uint64_t>(st.st_size)) << m.file_path(f);
+    EXPECT_EQ(id.mtime_ns, static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec);
+    EXPECT_EQ(id.inode, static_cast<uint64_t>(st.st_ino)) << m.file_path(f);
+    EXPECT_EQ(id.device, static_cast<uint64_t>(st.st_dev)) << m.file_path(f);
+  }
+  EXPECT_NE(m.file_identity(0).inode, m.file_identity(2).inode);
+}
+
 TEST_F(ManifestTest, OffsetsSizesAndFileAtAcrossEmptyFiles) {
   write("f0", 10);
   write("f1", 0);

@@ -59,6 +59,20 @@ std::string load_cell(const json& load) {
          duration(get<double>(load, "eta_s", 0));
 }
 
+// "name: N backend file(s) changed since the scan ...", then one line per
+// listed file and how many more there are; "" when none changed.
+std::string changed_files_lines(const std::string& name, const json& changed, const char* consequence) {
+  const auto count = get<uint64_t>(changed, "count", 0);
+  if (count == 0) return "";
+  std::ostringstream out;
+  out << name << ": " << count << " backend file(s) changed since the scan; " << consequence << ":\n";
+  json files = changed.value("files", json::array());
+  for (const auto& f : files)
+    out << "  " << get<std::string>(f, "path", "?") << ": " << get<std::string>(f, "what", "?") << "\n";
+  if (count > files.size()) out << "  (and " << count - files.size() << " more; the daemon's log names them)\n";
+  return out.str();
+}
+
 }  // namespace
 
 std::string render_status(const json& s) {
@@ -81,6 +95,10 @@ std::string render_status(const json& s) {
                     std::to_string(get<uint64_t>(d, "samples", 0)), format_size(get<uint64_t>(d, "total_bytes", 0)),
                     format_size(get<uint64_t>(d, "resident_bytes", 0)), load_cell(d.value("load", json::object()))});
   out << table(rows);
+  for (const auto& d : datasets)
+    out << changed_files_lines(get<std::string>(d, "name", "?"), d.value("changed_files", json::object()),
+                               "reads that need their backend bytes fail with EIO, resident bytes serve the "
+                               "scanned version");
   for (const auto& d : datasets) {
     if (!d.contains("lmdb") || !d["lmdb"].is_object()) continue;
     const json& l = d["lmdb"];
@@ -157,11 +175,14 @@ std::string render_verify(const json& r) {
       if (auto skipped = get<uint64_t>(d, "extents_skipped", 0)) out << " (" << skipped << " not resident, skipped)";
       out << "\n";
     } else {
-      out << "MISMATCH: " << name << ":\n";
       json mismatches = d.value("mismatches", json::array());
+      if (!mismatches.empty()) out << "MISMATCH: " << name << ":\n";
       for (const auto& m : mismatches)
         out << "  extent " << get<uint64_t>(m, "extent", 0) << " (bytes " << get<uint64_t>(m, "data_offset", 0)
             << " +" << get<uint64_t>(m, "length", 0) << "): " << get<std::string>(m, "what", "?") << "\n";
+      std::string changed = changed_files_lines(name, d.value("changed_files", json::object()),
+                                                "memory keeps the scanned version (not corruption)");
+      if (!changed.empty()) out << "CHANGED: " << changed;
     }
   }
   return out.str();
