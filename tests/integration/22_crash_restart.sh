@@ -33,24 +33,6 @@ second_dlfsd() {
   [ "$rc" -ne 124 ] || fail "a second dlfsd on $1 hung (30 s)"
 }
 
-# restart_daemon MNT LOG [dlfsd args...]: start_daemon's command line again,
-# after a crash. The dead mount's cached entries still show .dlfs/stats (and
-# mount ids are reused), so it waits until MNT lists again (the dead mount is
-# gone) and has .dlfs/stats (the new mount is up). Sets DAEMON_PID.
-restart_daemon() {
-  local mnt=$1 logf=$2; shift 2
-  "$DLFSD" --mountpoint "$mnt" --control-socket "$(ctl_socket "$mnt")" "$@" >"$logf" 2>&1 &
-  DAEMON_PID=$!
-  DAEMON_PIDS+=("$DAEMON_PID")
-  for _ in $(seq 1 300); do
-    [ "$(listing_errno "$mnt")" = ok ] && [ -e "$mnt/.dlfs/stats" ] && return 0
-    kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$logf" >&2; fail "dlfsd exited instead of mounting $mnt again"; }
-    sleep 0.1
-  done
-  cat "$logf" >&2
-  fail "dlfsd did not mount $mnt again within 30 s"
-}
-
 # ---- SIGKILL, then the same command line again -------------------------------
 start_daemon "$MNT" "$WORK/d1.log" "${ARGS[@]}"
 same_tree "$WORK/data" "$MNT/ds/raw"
@@ -61,7 +43,7 @@ for _ in $(seq 1 50); do [ "$(listing_errno "$MNT")" = ENOTCONN ] && break; slee
 [ "$(dlfs_mounts "$MNT")" = 1 ] || fail "the dead mount is not in the mount table as fuse.dlfs"
 log "SIGKILL: $MNT is dead (ENOTCONN), still mounted"
 
-restart_daemon "$MNT" "$WORK/d2.log" "${ARGS[@]}"
+start_daemon "$MNT" "$WORK/d2.log" "${ARGS[@]}"   # the same command line
 grep -q "unmounted a DLFS mount whose daemon died" "$WORK/d2.log" || { cat "$WORK/d2.log"; fail "the restart did not log the dead mount it unmounted"; }
 [ "$(dlfs_mounts "$MNT")" = 1 ] || fail "$(dlfs_mounts "$MNT") DLFS mounts at $MNT after the restart, not 1"
 same_tree "$WORK/data" "$MNT/ds/raw"
@@ -163,7 +145,7 @@ grep -q "rank 2 .* is down" "$WORK/c0.log" || fail "node 0 did not log node 2 do
 log "node 2 SIGKILLed mid-read ($UCX_TLS): nodes 0 and 1 read 2 epochs correctly, done $took ms after the kill"
 
 node_args 2
-restart_daemon "$WORK/c2" "$WORK/c2-again.log" "${NODE_ARGS[@]}"
+start_daemon "$WORK/c2" "$WORK/c2-again.log" "${NODE_ARGS[@]}"
 grep -q "unmounted a DLFS mount whose daemon died" "$WORK/c2-again.log" || fail "node 2 did not clear its dead mount"
 wait_resident 0 1 2 || fail "node 2 did not rejoin with its stripe resident within 30 s"
 for i in 0 1; do grep -q "rank 2 .* is back" "$WORK/c$i.log" || fail "node $i did not log node 2 back"; done
