@@ -16,7 +16,6 @@
 #include "common/control_protocol.h"
 #include "common/units.h"
 #include "fs/control_server.h"
-#include "fs/mountinfo.h"
 #include "fs/mountpoint_check.h"
 #include "fs/readahead.h"
 #include "fs/stats.h"
