@@ -194,13 +194,14 @@ trap 'exit 143' TERM
 
 # ---- the daemons -----------------------------------------------------------
 
-# Mountpoints: created on every node; a dead mount left by a crashed daemon
-# (opendir fails with "Transport endpoint is not connected"; stat may still
-# answer from the kernel's cache) is unmounted, or dlfsd refuses to mount there.
+# Mountpoints: created on every node. A dead mount left there by a crashed
+# daemon ("Transport endpoint is not connected", which can fail the mkdir) is
+# dlfsd's to clear: it unmounts a dead DLFS mount before mounting and refuses
+# a live one or another file system, so an existing FUSE mount is left to it.
 # shellcheck disable=SC2016  # expanded by the remote bash
 timeout 120 srun "${PER_NODE[@]}" --job-name=dlfs-prepare bash -c '
-  if LC_ALL=C timeout 5 ls "$1" 2>&1 >/dev/null | grep -q "not connected"; then fusermount3 -u -z "$1"; fi
-  mkdir -p "$1" || { echo "$(uname -n): cannot create mountpoint $1" >&2; exit 1; }' _ "$MNT" </dev/null ||
+  err=$(mkdir -p "$1" 2>&1) || grep -qs " $1 fuse" /proc/self/mounts ||
+    { echo "$(uname -n): cannot create mountpoint $1: $err" >&2; exit 1; }' _ "$MNT" </dev/null ||
   die "could not prepare mountpoint $MNT on every node"
 
 DAEMON_CMD=("$DLFSD" --config "$CONFIG" --mountpoint "$MNT" --token-file "$TOKEN" --control-socket "$SOCK")

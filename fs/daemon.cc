@@ -102,7 +102,10 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config) {
 }
 
 int Daemon::run() {
-  std::string opts = "ro,default_permissions,fsname=dlfs,subtype=dlfs,max_read=1048576";
+  // fsname and subtype make the mount table say "dlfs ... fuse.dlfs": how a
+  // restarted daemon recognises a mount its dead predecessor left (mountinfo.h).
+  const std::string name(kMountName);
+  std::string opts = "ro,default_permissions,fsname=" + name + ",subtype=" + name + ",max_read=1048576";
   if (config_.allow_other && ::geteuid() == 0) opts += ",allow_other";
   std::vector<std::string> argv_store = {"dlfsd", "-o", opts};
   std::vector<char*> argv;

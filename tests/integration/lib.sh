@@ -75,7 +75,9 @@ start_daemon() {
   DAEMON_PID=$!
   DAEMON_PIDS+=("$DAEMON_PID")
   for _ in $(seq 1 300); do
-    [ -e "$mnt/.dlfs/stats" ] && return 0
+    # And MNT lists: a dead mount left there answers ENOTCONN, though its
+    # cached entries still show .dlfs/stats.
+    [ -e "$mnt/.dlfs/stats" ] && ls "$mnt" >/dev/null 2>&1 && return 0
     kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$logf" >&2; fail "dlfsd exited before mounting"; }
     sleep 0.1
   done
