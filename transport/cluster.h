@@ -37,12 +37,13 @@
 // "The job token"); message bytes are not secret from the network except the
 // sealed bodies, and dataset bytes travel in the clear.
 //
-// Threads: the Fabric's progress thread runs the message handler; one
-// heartbeat thread connects, pings and marks peers down; fetch() runs on FUSE
-// and prefetch threads. Locks: Peer::mu and serve_mu_, never both at once
-// (log_mu_ is a leaf, taken under either); none is held across a get, and the only send under one is the proof,
-// from the progress thread (sends do not block; UCX's worker lock, which that
-// thread holds, is recursive).
+// Threads: the Fabric's message thread (UCX fabric: the control channel's;
+// the "progress thread" below) runs the message handler; one heartbeat
+// thread connects, pings and marks peers down; fetch() runs on FUSE and
+// prefetch threads. Locks: Peer::mu and serve_mu_, never both at once
+// (log_mu_ is a leaf, taken under either); none is held across a get, and
+// the only send under one is the proof, from the message thread (a send
+// only queues the bytes).
 #pragma once
 
 #include <atomic>
@@ -170,7 +171,7 @@ class Cluster {
   std::vector<std::unique_ptr<Registration>> registrations_;  // per dataset (null if no memory)
   std::vector<std::unique_ptr<Peer>> peers_;                  // by rank; self included (unused)
   std::vector<std::unique_ptr<Remote>> remotes_;              // per dataset, installed in its fetcher
-  std::mutex serve_mu_;                   // guards challenged_ and admitted_ (the progress thread's)
+  std::mutex serve_mu_;                   // guards challenged_ and admitted_
   std::deque<Challenged> challenged_;     // oldest first; at most kMaxChallenges
   std::map<uint32_t, Admitted> admitted_;  // by rank
   std::mutex log_mu_;
