@@ -178,6 +178,9 @@ void Cluster::refuse(const char* what, const Header& h, const std::string& why, 
 }
 
 void Cluster::reply(const std::string& bytes, uint32_t rank, Message& m) const {
+  if (bytes.size() > kMaxMessageBytes)
+    spdlog::warn("cluster: a message of {} bytes to rank {} is larger than the maximum ({}): it will drop it",
+                 bytes.size(), rank, kMaxMessageBytes);
   if (Status s = m.reply(bytes); !s) spdlog::warn("cluster: reply to rank {}: {}", rank, s.message());
 }
 
@@ -295,8 +298,8 @@ void Cluster::on_ping(const Sealed& ping, Message& m) {
 
 void Cluster::on_version_mismatch(const VersionMismatch& v, Message& m) {
   if (loud())
-    spdlog::warn("cluster: refused a {} from {} (claims rank {}): protocol version {}, this node speaks version {}",
-                 v.kind, m.from, v.rank, v.version, kProtocolVersion);
+    spdlog::warn("cluster: {} a {} from {} (claims rank {}): protocol version {}, this node speaks version {}",
+                 m.reply ? "refused" : "ignored", v.kind, m.from, v.rank, v.version, kProtocolVersion);
   if (!m.reply) return;
   Refused r;
   r.rank = self();
