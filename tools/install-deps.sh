@@ -8,7 +8,7 @@ packages=(
   meson ninja-build pkg-config g++
   # libraries (found through pkg-config)
   libfuse3-dev libucx-dev liblmdb-dev libspdlog-dev libfmt-dev
-  libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libxxhash-dev libzstd-dev
+  libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libxxhash-dev libzstd-dev libsodium-dev
   libibverbs-dev rdma-core
   # tests
   libgtest-dev libgmock-dev fuse3 python3 util-linux procps iproute2 lmdb-utils python3-lmdb ucx-utils tar

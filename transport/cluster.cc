@@ -1,28 +1,24 @@
 // Cluster: creation and teardown, every message in (decoded, then handed to
-// one handler per kind), and this node's answers to hellos and pings.
+// one handler per kind), and this node as a responder: its challenges to
+// hellos, its checks of proofs (then the welcome) and of pings (then the pong).
 #include "transport/cluster.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <type_traits>
 #include <variant>
 
 #include <spdlog/spdlog.h>
-#include <xxhash.h>
 
 #include "transport/cluster_state.h"
 
 namespace dlfs::transport {
 namespace {
 
-// The token never travels: a digest of it does (it keeps other jobs' daemons
-// out; it is not a defence against someone who can read the wire).
-std::string digest(const std::string& token) {
-  XXH128_hash_t h = XXH3_128bits(token.data(), token.size());
-  char b[40];
-  std::snprintf(b, sizeof b, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  return b;
-}
+// Joins challenged and not yet proved, at most (the oldest go first): a flood
+// of hellos costs memory up to this, and the honest joins it pushed out retry.
+constexpr size_t kMaxChallenges = 256;
 
 }  // namespace
 
@@ -59,10 +55,13 @@ Result<std::unique_ptr<Cluster>> Cluster::create(ClusterOptions options, std::ve
     return Status(EINVAL, "cluster of " + std::to_string(m.peers.size()) +
                               " nodes needs a job token ([cluster] token_file or --token-file): the token keeps "
                               "other jobs' daemons out");
+  if (!crypto_ready()) return Status(EIO, "cluster: libsodium could not be initialised");
   std::unique_ptr<Cluster> c(new Cluster());
   c->options_ = std::move(options);
-  c->token_digest_ = digest(c->options_.token);
+  c->job_key_ = job_key(c->options_.token);
+  wipe(c->options_.token);
   c->datasets_ = std::move(datasets);
+  for (const auto& d : c->datasets_) c->fingerprints_[d.name] = d.fingerprint;
   c->node_bytes_ = std::move(node_bytes);
   for (uint32_t r = 0; r < c->options_.membership.peers.size(); ++r) {
     auto p = std::make_unique<Peer>();
@@ -124,63 +123,191 @@ Cluster::~Cluster() {
 void Cluster::on_message(Message& m) {
   auto decoded = decode(m.bytes);
   if (!decoded) {
-    spdlog::warn("cluster: malformed message from {} ignored: {}", m.from, decoded.status().message());
+    if (loud()) spdlog::warn("cluster: malformed message from {} ignored: {}", m.from, decoded.status().message());
     return;
   }
   std::visit(
       [&](const auto& msg) {
         using T = std::decay_t<decltype(msg)>;
         if constexpr (std::is_same_v<T, Hello>) on_hello(msg, m);
-        else if constexpr (std::is_same_v<T, Ping>) on_ping(msg, m);
-        else if constexpr (std::is_same_v<T, Welcome>) on_welcome(msg);
+        else if constexpr (std::is_same_v<T, Challenge>) on_challenge(msg);
+        else if constexpr (std::is_same_v<T, Proof>) on_proof(msg, m);
         else if constexpr (std::is_same_v<T, Refused>) on_refused(msg);
+        else if constexpr (std::is_same_v<T, VersionMismatch>) on_version_mismatch(msg, m);
+        else if (msg.kind == MessageKind::ping) on_ping(msg, m);
+        else if (msg.kind == MessageKind::welcome) on_welcome(msg);
         else on_pong(msg);
       },
       *decoded);
 }
 
-std::string Cluster::refusal(uint32_t rank, const std::string& token_digest) const {
-  if (token_digest != token_digest_) return "wrong job token";
-  if (rank >= size() || rank == self()) return "rank " + std::to_string(rank) + " is not a peer of this node";
+bool Cluster::loud() {
+  constexpr auto kWindow = std::chrono::seconds(10);
+  constexpr unsigned kLines = 20;
+  std::lock_guard lk(log_mu_);
+  const auto now = ClusterClock::now();
+  if (now - log_window_ > kWindow) {
+    if (unlogged_ > 0)
+      spdlog::warn("cluster: {} more refused or malformed messages in the last {} s were not logged", unlogged_,
+                   std::chrono::duration_cast<std::chrono::seconds>(now - log_window_).count());
+    log_window_ = now;
+    logged_ = unlogged_ = 0;
+  }
+  if (logged_ < kLines) return ++logged_, true;
+  ++unlogged_;
+  return false;
+}
+
+std::string Cluster::requester_refusal(const Header& h) const {
+  if (h.rank >= size() || h.rank == self()) return "rank " + std::to_string(h.rank) + " is not a peer of this node";
+  if (h.to != self())
+    return "this node is rank " + std::to_string(self()) + ", not " + std::to_string(h.to) +
+           " (the nodes' peer lists differ)";
   return {};
 }
 
-void Cluster::refuse(MessageKind kind, uint32_t rank, uint64_t session, const std::string& why, Message& m) const {
-  spdlog::warn("cluster: refused a {} from {} (claims rank {}): {}", message_name(kind), m.from, rank, why);
-  Status sent = m.reply(encode(Refused{.rank = self(), .session = session, .why = why}));
+void Cluster::refuse(const char* what, const Header& h, const std::string& why, Message& m) {
+  if (loud()) spdlog::warn("cluster: refused a {} from {} (claims rank {}): {}", what, m.from, h.rank, why);
+  Refused r;
+  r.rank = self();
+  r.to = h.rank;
+  r.session = h.session;
+  r.why = why;
+  Status sent = m.reply(encode(r));
   if (!sent) spdlog::debug("cluster: refusal to {}: {}", m.from, sent.message());
 }
 
 void Cluster::reply(const std::string& bytes, uint32_t rank, Message& m) const {
+  if (bytes.size() > kMaxMessageBytes)
+    spdlog::warn("cluster: a message of {} bytes to rank {} is larger than the maximum ({}): it will drop it",
+                 bytes.size(), rank, kMaxMessageBytes);
   if (Status s = m.reply(bytes); !s) spdlog::warn("cluster: reply to rank {}: {}", rank, s.message());
 }
 
+// A hello: a fresh challenge, remembered for the proof. Nothing about this
+// node goes out before the proof.
 void Cluster::on_hello(const Hello& hello, Message& m) {
   if (!m.reply) return;
-  std::string why = refusal(hello.rank, hello.token_digest);
-  if (why.empty())
-    for (const auto& d : datasets_) {  // the last mismatch is the one reported
-      auto it = hello.datasets.find(d.name);
-      if (it == hello.datasets.end()) why = "it does not serve dataset '" + d.name + "'";
-      else if (it->second != d.fingerprint)
-        why = "its dataset '" + d.name + "' differs from this node's (another tree, format or size)";
-    }
-  if (!why.empty()) return refuse(hello.kind, hello.rank, hello.session, why, m);
-  reply(encode(Welcome{.rank = self(),
-                       .session = hello.session,
-                       .resident = local_residency(),
-                       .bytes = local_bytes(),
-                       .stripes = stripe_offers(),
-                       .worker_address = fabric_->worker_address()}),
-        hello.rank, m);
+  if (std::string why = requester_refusal(hello); !why.empty()) return refuse("join", hello, why, m);
+  Challenge c;
+  c.rank = self();
+  c.to = hello.rank;
+  c.session = hello.session;
+  c.nonce = fresh_nonce();
+  {
+    std::lock_guard lk(serve_mu_);
+    const auto now = ClusterClock::now();
+    const auto ttl = 2 * options_.down_after;  // the joiner gives up after down_after
+    while (!challenged_.empty() && (now - challenged_.front().at > ttl || challenged_.size() >= kMaxChallenges))
+      challenged_.pop_front();
+    std::erase_if(challenged_, [&](const Challenged& x) { return x.rank == hello.rank && x.session == hello.session; });
+    challenged_.push_back({hello.rank, hello.session, hello.nonce, c.nonce, now});
+  }
+  reply(encode(c), hello.rank, m);
 }
 
-void Cluster::on_ping(const Ping& ping, Message& m) {
+// A proof: good for the one challenge of its join (taken here, whatever the
+// outcome), then the datasets; a good one admits the peer's session and gets
+// the welcome, sealed with the session key.
+void Cluster::on_proof(const Proof& proof, Message& m) {
   if (!m.reply) return;
-  if (std::string why = refusal(ping.rank, ping.token_digest); !why.empty())
-    return refuse(ping.kind, ping.rank, ping.session, why, m);
-  reply(encode(Pong{.rank = self(), .session = ping.session, .resident = local_residency(), .bytes = local_bytes()}),
-        ping.rank, m);
+  if (std::string why = requester_refusal(proof); !why.empty()) return refuse("join", proof, why, m);
+  std::optional<Challenged> challenge;
+  {
+    std::lock_guard lk(serve_mu_);
+    auto it = std::find_if(challenged_.begin(), challenged_.end(),
+                           [&](const Challenged& x) { return x.rank == proof.rank && x.session == proof.session; });
+    if (it != challenged_.end()) {
+      challenge = std::move(*it);
+      challenged_.erase(it);
+    }
+  }
+  if (!challenge)
+    return refuse("join", proof, "no challenge is pending for this join (a replayed, late or repeated proof)", m);
+  const JoinTranscript t{.initiator = proof.rank, .responder = self(), .session = proof.session,
+                         .initiator_nonce = challenge->initiator_nonce, .responder_nonce = challenge->responder_nonce};
+  if (!proof_mac_valid(job_key_, t, proof.mac)) return refuse("join", proof, "wrong job token", m);
+  const Key key = session_key(job_key_, t);
+  auto opened = open_proof(proof, key);
+  if (!opened) return refuse("join", proof, opened.status().message(), m);
+  const auto& datasets = opened->datasets;
+  std::string why;
+  for (const auto& d : datasets_) {  // the last mismatch is the one reported
+    auto it = datasets.find(d.name);
+    if (it == datasets.end()) why = "it does not serve dataset '" + d.name + "'";
+    else if (it->second != d.fingerprint)
+      why = "its dataset '" + d.name + "' differs from this node's (another tree, format or size)";
+  }
+  if (!why.empty()) return refuse("join", proof, why, m);
+  {
+    std::lock_guard lk(serve_mu_);
+    Admitted& a = admitted_[proof.rank];  // a rejoin replaces the session
+    a.session = proof.session;
+    a.key = key;
+    a.counter = 0;
+  }
+  spdlog::debug("cluster: admitted rank {} ({}), session {:016x}", proof.rank, m.from, proof.session);
+  Welcome w;
+  w.rank = self();
+  w.to = proof.rank;
+  w.session = proof.session;
+  w.resident = local_residency();
+  w.bytes = local_bytes();
+  w.stripes = stripe_offers();
+  w.worker_address = fabric_->worker_address();
+  reply(encode(w, key), proof.rank, m);
+}
+
+// A ping: only on the admitted session of its sender, sealed with its key,
+// with a counter above every earlier one.
+void Cluster::on_ping(const Sealed& ping, Message& m) {
+  if (!m.reply) return;
+  if (std::string why = requester_refusal(ping); !why.empty()) return refuse("ping", ping, why, m);
+  std::optional<Key> key;
+  uint64_t last = 0;
+  {
+    std::lock_guard lk(serve_mu_);
+    auto it = admitted_.find(ping.rank);
+    if (it != admitted_.end() && it->second.session == ping.session) {
+      key = it->second.key;
+      last = it->second.counter;
+    }
+  }
+  if (!key) return refuse("ping", ping, "not on a session this node admitted (join again)", m);
+  if (ping.counter <= last)
+    return refuse("ping", ping, "a replayed heartbeat (counter " + std::to_string(ping.counter) + ", seen up to " +
+                                    std::to_string(last) + ")", m);
+  if (auto opened = open_ping(ping, *key); !opened) return refuse("ping", ping, "the heartbeat does not authenticate", m);
+  {
+    std::lock_guard lk(serve_mu_);
+    auto it = admitted_.find(ping.rank);
+    // Another ping of the session, or a rejoin, may have come meanwhile (only
+    // if handlers ever ran on several threads): the counter only grows.
+    if (it == admitted_.end() || it->second.session != ping.session || it->second.counter >= ping.counter) return;
+    it->second.counter = ping.counter;
+  }
+  Pong pong;
+  pong.rank = self();
+  pong.to = ping.rank;
+  pong.session = ping.session;
+  pong.counter = ping.counter;
+  pong.resident = local_residency();
+  pong.bytes = local_bytes();
+  reply(encode(pong, *key), ping.rank, m);
+}
+
+void Cluster::on_version_mismatch(const VersionMismatch& v, Message& m) {
+  if (loud())
+    spdlog::warn("cluster: {} a {} from {} (claims rank {}): protocol version {}, this node speaks version {}",
+                 m.reply ? "refused" : "ignored", v.kind, m.from, v.rank, v.version, kProtocolVersion);
+  if (!m.reply) return;
+  Refused r;
+  r.rank = self();
+  r.to = v.rank;
+  r.session = v.session;
+  r.why = "protocol version " + std::to_string(v.version) + " is not this node's (" +
+          std::to_string(kProtocolVersion) + "): run one DLFS version on every node";
+  if (Status s = m.reply(encode(r)); !s) spdlog::debug("cluster: refusal to {}: {}", m.from, s.message());
 }
 
 std::map<std::string, ExtentRuns> Cluster::local_residency() const {

@@ -2,15 +2,22 @@
 // of the read path.
 //
 // Join. Every node connects to every other node's listener (a full mesh of
-// client endpoints; the server sides only answer). The first message is a
-// hello carrying a digest of the job token, the sender's rank and the
-// fingerprints of its datasets. The receiver checks all three; a wrong token
-// or dataset is refused (logged on both sides) and gets nothing. A good hello
-// is answered with a welcome: for each dataset this node's stripe range, the
-// address and packed remote key of its memory, and which extents are resident.
+// client endpoints; the server sides only answer) and proves the job token
+// by challenge-response (cluster_messages.h): hello with its nonce,
+// challenge with the peer's fresh nonce, proof (a MAC keyed by the token over
+// both nonces, both ranks and the session; its datasets' fingerprints sealed
+// with the session key). The peer checks the proof, then the datasets; a wrong token or dataset is
+// refused (logged on both sides) and gets nothing about the refusing node. A
+// good proof is answered with a welcome sealed with the session key: for
+// each dataset this node's stripe range, the address and packed remote key of
+// its memory, and which extents are resident. A proof is good for one
+// challenge only, so a recorded join replayed gets a refusal.
 //
 // Heartbeats. Each node pings every peer it joined every `heartbeat`; the
-// pong carries the peer's residency and byte counters. A peer silent for
+// pong carries the peer's residency and byte counters. Both are sealed with
+// the session key and carry a counter that only grows: a peer accepts pings
+// only on the session it admitted, a node pongs only on its current link,
+// and a replayed one is refused. A peer silent for
 // `down_after`, whose endpoint broke, or whose gets miss their deadline
 // (`get_timeout`) is marked down; reads of its stripe go to the backend. The
 // node keeps reconnecting (on fresh endpoints; after stalled gets, backing
@@ -26,17 +33,24 @@
 // The messages and their codec are in cluster_messages.h; the fabric is an
 // interface (fabric.h): UCX in daemons, an in-process fake in unit tests.
 //
-// Threads: the Fabric's progress thread runs the message handler; one
-// heartbeat thread connects, pings and marks peers down; fetch() runs on FUSE
-// and prefetch threads. Lock order: Peer::mu only (never held across a get
-// or a send... except the small sends of the heartbeat thread, which do not
-// block).
+// Only the token's holders join, get keys or keep a peer up (docs/deploy.md,
+// "The job token"); message bytes are not secret from the network except the
+// sealed bodies, and dataset bytes travel in the clear.
+//
+// Threads: the Fabric's message thread (UCX fabric: the control channel's;
+// the "progress thread" below) runs the message handler; one heartbeat
+// thread connects, pings and marks peers down; fetch() runs on FUSE and
+// prefetch threads. Locks: Peer::mu and serve_mu_, never both at once
+// (log_mu_ is a leaf, taken under either); none is held across a get, and
+// the only send under one is the proof, from the message thread (a send
+// only queues the bytes).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -100,28 +114,33 @@ class Cluster {
   class Remote;
   Cluster() = default;
 
-  // cluster.cc: every message in, and the answers to hellos and pings.
+  // cluster.cc: every message in; this node as the responder of joins
+  // (hello, proof) and heartbeats (ping).
   void on_message(Message& m);
   void on_hello(const Hello& hello, Message& m);
-  void on_ping(const Ping& ping, Message& m);
-  std::string refusal(uint32_t rank, const std::string& token_digest) const;  // why a sender is refused, or ""
-  void refuse(MessageKind kind, uint32_t rank, uint64_t session, const std::string& why, Message& m) const;
+  void on_proof(const Proof& proof, Message& m);
+  void on_ping(const Sealed& ping, Message& m);
+  void on_version_mismatch(const VersionMismatch& v, Message& m);
+  std::string requester_refusal(const Header& h) const;  // why a sender is refused, or ""
+  void refuse(const char* what, const Header& h, const std::string& why, Message& m);
   void reply(const std::string& bytes, uint32_t rank, Message& m) const;
+  bool loud();  // whether to log one more refusal or malformed message (at most 20 per 10 s)
   std::map<std::string, ExtentRuns> local_residency() const;
   std::map<std::string, StripeOffer> stripe_offers() const;
   NodeBytes local_bytes() const;
 
-  // cluster_peer.cc: the answers to this node's hellos and pings, and the
+  // cluster_peer.cc: the answers to this node's joins and pings, and the
   // peer state machine the heartbeat thread drives.
-  void on_welcome(const Welcome& welcome);
+  void on_challenge(const Challenge& challenge);
+  void on_welcome(const Sealed& welcome);
   void on_refused(const Refused& refused);
-  void on_pong(const Pong& pong);
-  Peer* answering_peer(uint32_t rank);
+  void on_pong(const Sealed& pong);
+  Peer* answering_peer(const Header& h);  // the peer an answer claims to come from, if it is one and for this node
   void heard(Peer& p, const std::map<std::string, ExtentRuns>& resident, const NodeBytes& bytes);  // under p.mu
   void heartbeat_loop();
   bool every_stripe_resident() const;
   void tick(Peer& p, std::chrono::steady_clock::time_point now);
-  void ping(Peer& p, const Link& link);
+  void ping(Peer& p, const std::shared_ptr<Link>& link);
   void join(Peer& p, std::chrono::steady_clock::time_point now);
   void mark_down(Peer& p, const std::string& why);  // under p.mu
   void finish_join(Peer& p, const std::shared_ptr<Link>& link);
@@ -129,15 +148,35 @@ class Cluster {
   // cluster_remote.cc: gets found the data path to a peer stuck.
   void data_path_stalled(Peer& p, const std::shared_ptr<Link>& link, const std::string& why);
 
-  ClusterOptions options_;
-  std::string token_digest_;
+  // A join this node challenged, waiting for its proof (used once).
+  struct Challenged {
+    uint32_t rank = 0;
+    uint64_t session = 0;
+    std::string initiator_nonce, responder_nonce;
+    std::chrono::steady_clock::time_point at;
+  };
+  // A peer whose proof this node accepted: the session its pings must be on.
+  struct Admitted {
+    uint64_t session = 0;
+    Key key;
+    uint64_t counter = 0;  // the last ping's
+  };
+
+  ClusterOptions options_;  // the token is wiped once the job key is derived
+  Key job_key_;
+  std::map<std::string, uint64_t> fingerprints_;  // of this node's datasets
   std::vector<ServedDataset> datasets_;
   std::function<NodeBytes()> node_bytes_;
   std::unique_ptr<Fabric> fabric_;
   std::vector<std::unique_ptr<Registration>> registrations_;  // per dataset (null if no memory)
   std::vector<std::unique_ptr<Peer>> peers_;                  // by rank; self included (unused)
   std::vector<std::unique_ptr<Remote>> remotes_;              // per dataset, installed in its fetcher
-  std::atomic<uint64_t> session_counter_{0};
+  std::mutex serve_mu_;                   // guards challenged_ and admitted_
+  std::deque<Challenged> challenged_;     // oldest first; at most kMaxChallenges
+  std::map<uint32_t, Admitted> admitted_;  // by rank
+  std::mutex log_mu_;
+  std::chrono::steady_clock::time_point log_window_;
+  unsigned logged_ = 0, unlogged_ = 0;
   std::atomic<bool> all_resident_logged_{false};
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;

@@ -1,18 +1,48 @@
-// The messages daemons of one job exchange (transport/cluster), and their
-// codec: the one place that knows how they look on the wire.
+// The messages daemons of one job exchange (transport/cluster), their codec
+// and the cryptography that authenticates them: the one place that knows how
+// they look on the wire.
 //
-// On the wire a message is a MessagePack map whose "t" names its kind. A
-// joining node sends a hello; the peer answers with a welcome (its stripes,
-// their keys, its worker address) or a refusal. Every heartbeat a node pings
-// each peer it joined; the peer answers with a pong (or a refusal). Answers
-// echo the session of the connection they answer, so that an old
-// connection's answer is told apart from the current one's.
+// On the wire a message is a MessagePack map with the protocol version "v",
+// its kind "t", the sender's rank, the rank it is meant for ("to") and the
+// session of the join it belongs to. At most kMaxMessageBytes.
 //
-// decode() checks every field it returns: garbage, a truncated message or a
-// field of the wrong type is an error naming the message and the field, never
-// a crash or a half-filled struct.
+// Join (challenge-response, libsodium). The joining node (the initiator) and
+// the node it joins (the responder) each contribute a fresh random nonce:
+//   initiator -> hello      {nonce_i}
+//   responder -> challenge  {nonce_r}                      (remembered, used once)
+//   initiator -> proof      {MAC_join(transcript), datasets sealed}
+//   responder -> welcome    sealed with the session key    (or a refusal)
+// The transcript is both ranks in their roles, the session, both nonces and
+// the protocol version; the MAC (HMAC-SHA512-256) is keyed by a key derived
+// from the job token. A recorded proof is worthless: the responder's nonce is
+// new for every join. A proof made in one direction does not verify in the
+// other (reflection): the roles are part of the transcript. Both sides derive
+// the session key from the transcript (keyed BLAKE2b); everything about a
+// node (its datasets in the proof; its stripes, remote keys, worker address
+// and residency in the welcome) travels sealed (XChaCha20-Poly1305) with it,
+// readable and acceptable only by a holder of the token in this very join.
+// The responder sends nothing about itself before the proof verified.
+//
+// Heartbeats. A ping carries a counter that grows with every ping of the
+// session and is sealed with the session key (an empty body: a MAC over the
+// header); the pong echoes the counter, its body (residency, byte counters)
+// sealed. A receiver takes a counter only once and only upwards: a replayed
+// ping or pong is refused, and without the session key none can be made.
+// The header (version, kind, both ranks, session, counter) is the additional
+// data of every seal: a sealed message moved to another kind, direction or
+// session does not open.
+//
+// Refusals are not authenticated (a node that did not prove the token has no
+// key to share): they carry a reason and nothing about the refusing node.
+//
+// decode() checks every field it returns: garbage, a truncated or oversized
+// message, or a field of the wrong type is an error naming the message and
+// the field, never a crash or a half-filled struct. A message of another
+// protocol version decodes as VersionMismatch (what could be read of it).
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -25,6 +55,13 @@
 
 namespace dlfs::transport {
 
+// Version 1: the digest of the token in every hello and ping (no "v" field).
+inline constexpr uint32_t kProtocolVersion = 2;
+// Larger messages are refused unread (a welcome or pong of a stripe in
+// ~100,000 separate resident runs still fits).
+inline constexpr size_t kMaxMessageBytes = size_t{1} << 20;
+inline constexpr size_t kNonceBytes = 32;  // a join nonce
+
 // Resident extents of a stripe as runs [first, last] (inclusive), in order.
 using ExtentRuns = std::vector<std::pair<uint64_t, uint64_t>>;
 
@@ -33,17 +70,77 @@ struct NodeBytes {
   uint64_t local = 0, remote = 0, backend = 0;
 };
 
-enum class MessageKind { hello, welcome, refused, ping, pong };
+enum class MessageKind { hello, challenge, proof, welcome, refused, ping, pong };
 const char* message_name(MessageKind kind);  // its "t" on the wire
 
-// Join request. The token never travels: a digest of it does (it keeps other
-// jobs' daemons out; it is not a defence against someone who can read the wire).
-struct Hello {
-  static constexpr MessageKind kind = MessageKind::hello;
-  uint32_t rank = 0;
-  std::string token_digest;
+// ---- Keys -------------------------------------------------------------------
+
+// 32 secret bytes, wiped when dropped.
+class Key {
+ public:
+  Key() { bytes_.fill(0); }
+  ~Key();
+  Key(const Key&) = default;
+  Key& operator=(const Key&) = default;
+  const unsigned char* data() const { return bytes_.data(); }
+  unsigned char* data() { return bytes_.data(); }
+  static constexpr size_t size() { return 32; }
+
+ private:
+  std::array<unsigned char, 32> bytes_;
+};
+
+// Initialises libsodium (once; safe from any thread). False if it cannot.
+bool crypto_ready();
+// Overwrites a secret's bytes, then empties it.
+void wipe(std::string& secret);
+// The job's key, derived from its token (BLAKE2b, personalised for DLFS).
+Key job_key(std::string_view token);
+std::string fresh_nonce();  // kNonceBytes random bytes
+uint64_t fresh_session();   // random, never 0
+
+// What a join proves and what its session key is derived from.
+struct JoinTranscript {
+  uint32_t initiator = 0, responder = 0;
   uint64_t session = 0;
-  std::map<std::string, uint64_t> datasets;  // name -> fingerprint
+  std::string initiator_nonce, responder_nonce;
+};
+
+// The initiator's MAC over the transcript.
+std::string proof_mac(const Key& job, const JoinTranscript& t);
+// Whether `mac` is that MAC (constant time).
+bool proof_mac_valid(const Key& job, const JoinTranscript& t, std::string_view mac);
+// The key both sides seal the session's welcome, pings and pongs with.
+Key session_key(const Key& job, const JoinTranscript& t);
+
+// ---- Messages ---------------------------------------------------------------
+
+// Every message: the sender's rank, the rank it is for, the join's session.
+struct Header {
+  uint32_t rank = 0;  // the sender
+  uint32_t to = 0;    // the receiver, as the sender knows it
+  uint64_t session = 0;
+};
+
+// Join request: the initiator's nonce.
+struct Hello : Header {
+  static constexpr MessageKind kind = MessageKind::hello;
+  std::string nonce;
+};
+
+// The responder's nonce, for this join only.
+struct Challenge : Header {
+  static constexpr MessageKind kind = MessageKind::challenge;
+  std::string nonce;
+};
+
+// The initiator proves the token over both nonces; its datasets ride along
+// sealed (the responder opens and checks them once the MAC holds).
+struct Proof : Header {
+  static constexpr MessageKind kind = MessageKind::proof;
+  std::string mac;
+  std::map<std::string, uint64_t> datasets;  // name -> fingerprint: filled by open_proof()
+  std::string nonce, box;                    // their seal, as decoded
 };
 
 // One dataset's stripe as its owner offers it in a welcome.
@@ -54,51 +151,74 @@ struct StripeOffer {
   std::string packed_key;  // empty: the owner holds nothing in memory
 };
 
-// Answer to a good hello.
-struct Welcome {
+// Answer to a good proof (sealed).
+struct Welcome : Header {
   static constexpr MessageKind kind = MessageKind::welcome;
-  uint32_t rank = 0;
-  uint64_t session = 0;
   std::map<std::string, ExtentRuns> resident;  // by dataset
   NodeBytes bytes;
   std::map<std::string, StripeOffer> stripes;  // by dataset
   std::string worker_address;                  // the fabric's: gets go over an endpoint made from it
 };
 
-// Answer to a hello or ping that was not accepted (wrong token, rank or dataset).
-struct Refused {
+// Answer to a message that was not accepted. Unauthenticated: a reason only.
+struct Refused : Header {
   static constexpr MessageKind kind = MessageKind::refused;
-  uint32_t rank = 0;
-  uint64_t session = 0;
   std::string why;
 };
 
-// Heartbeat.
-struct Ping {
+// Heartbeat (sealed, empty body).
+struct Ping : Header {
   static constexpr MessageKind kind = MessageKind::ping;
-  uint32_t rank = 0;
-  std::string token_digest;
-  uint64_t session = 0;
+  uint64_t counter = 0;  // > every earlier ping's of the session
 };
 
-// Answer to a good ping: the peer's residency and byte counters.
-struct Pong {
+// Answer to a good ping (sealed): the peer's residency and byte counters.
+struct Pong : Header {
   static constexpr MessageKind kind = MessageKind::pong;
-  uint32_t rank = 0;
-  uint64_t session = 0;
+  uint64_t counter = 0;  // the ping's
   std::map<std::string, ExtentRuns> resident;
   NodeBytes bytes;
 };
 
-using ClusterMessage = std::variant<Hello, Welcome, Refused, Ping, Pong>;
+// A welcome, ping or pong as it arrives: its header in the clear, its body
+// sealed. open() with the session's key gives the message, or an error when
+// the seal does not verify (another key, another header, tampered bytes).
+struct Sealed : Header {
+  MessageKind kind = MessageKind::ping;
+  uint64_t counter = 0;
+  std::string nonce;  // the seal's (24 bytes)
+  std::string box;    // ciphertext and tag
+};
+
+// A message of another protocol version: what could be read of it, for the
+// log line and the refusal (rank and session 0 when unreadable).
+struct VersionMismatch {
+  uint64_t version = 0;  // 1: a message without "v"
+  std::string kind;      // "?" when unreadable
+  uint32_t rank = 0;
+  uint64_t session = 0;
+};
+
+using ClusterMessage = std::variant<Hello, Challenge, Proof, Refused, Sealed, VersionMismatch>;
 
 std::string encode(const Hello& m);
-std::string encode(const Welcome& m);
+std::string encode(const Challenge& m);
+std::string encode(const Proof& m, const Key& session_key);  // seals m.datasets
 std::string encode(const Refused& m);
-std::string encode(const Ping& m);
-std::string encode(const Pong& m);
+std::string encode(const Welcome& m, const Key& session_key);
+std::string encode(const Ping& m, const Key& session_key);
+std::string encode(const Pong& m, const Key& session_key);
 
-// Errors (EBADMSG) name the message kind, when known, and the missing or bad field.
+// Errors (EBADMSG; EMSGSIZE for oversized bytes) name the message kind, when
+// known, and the missing or bad field.
 Result<ClusterMessage> decode(std::string_view bytes);
+
+// The proof's datasets (EACCES when their seal does not verify).
+Result<Proof> open_proof(const Proof& m, const Key& session_key);
+// Opens a sealed message of the given kind (EBADMSG when its kind differs;
+// EACCES when the seal does not verify).
+Result<Welcome> open_welcome(const Sealed& m, const Key& session_key);
+Result<Ping> open_ping(const Sealed& m, const Key& session_key);
+Result<Pong> open_pong(const Sealed& m, const Key& session_key);
 
 }  // namespace dlfs::transport

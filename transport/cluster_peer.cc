@@ -1,6 +1,7 @@
-// Cluster: the peer state machine. Answers to this node's hellos and pings
-// (progress thread), and the heartbeat thread that joins peers, pings them,
-// and marks them down when they fall silent or their endpoints break.
+// Cluster: the peer state machine. Answers to this node's joins and pings
+// (progress thread: the challenge, which it proves, the welcome, refusals,
+// pongs), and the heartbeat thread that joins peers, pings them, and marks
+// them down when they fall silent or their endpoints break.
 #include <algorithm>
 
 #include <spdlog/spdlog.h>
@@ -21,16 +22,46 @@ const char* state_name(PeerState s) {
   return "?";
 }
 
-Cluster::Peer* Cluster::answering_peer(uint32_t rank) {
-  if (rank >= size() || rank == self()) return nullptr;
-  return peers_[rank].get();
+Cluster::Peer* Cluster::answering_peer(const Header& h) {
+  if (h.rank >= size() || h.rank == self() || h.to != self()) return nullptr;
+  return peers_[h.rank].get();
 }
 
+// The peer's challenge to this node's hello: proved at once, on the join's
+// endpoint (one challenge per join: a second one is ignored).
+void Cluster::on_challenge(const Challenge& challenge) {
+  Peer* p = answering_peer(challenge);
+  if (!p) return;
+  std::lock_guard lk(p->mu);
+  if (!p->answers(challenge.session) || p->link->proved) return;
+  Link& link = *p->link;
+  const JoinTranscript t{.initiator = self(), .responder = challenge.rank, .session = challenge.session,
+                         .initiator_nonce = link.nonce, .responder_nonce = challenge.nonce};
+  Proof proof;
+  proof.rank = self();
+  proof.to = challenge.rank;
+  proof.session = challenge.session;
+  proof.mac = proof_mac(job_key_, t);
+  proof.datasets = fingerprints_;
+  link.key = session_key(job_key_, t);
+  link.proved = true;
+  // Under p.mu on the progress thread: see the lock notes in cluster.h.
+  if (Status s = link.ep->send(encode(proof, link.key)); !s) p->last_error = s.message();
+}
+
+// A refusal is not authenticated: it counts only while this node's join is
+// under way (after the welcome the peer has no reason to refuse the session,
+// and anyone could send one).
 void Cluster::on_refused(const Refused& refused) {
-  Peer* p = answering_peer(refused.rank);
+  Peer* p = answering_peer(refused);
   if (!p) return;
   std::lock_guard lk(p->mu);
   if (!p->answers(refused.session)) return;
+  if (p->link->welcomed) {
+    spdlog::debug("cluster: an unauthenticated refusal of rank {}'s admitted session ignored: {}", refused.rank,
+                  refused.why);
+    return;
+  }
   if (p->state != PeerState::refused)
     spdlog::error("cluster: rank {} ({}) refused this node: {}", refused.rank, p->address.to_string(), refused.why);
   p->state = PeerState::refused;
@@ -39,11 +70,19 @@ void Cluster::on_refused(const Refused& refused) {
   p->retired = std::move(p->link);  // closed by the heartbeat thread, which also retries later
 }
 
-void Cluster::on_welcome(const Welcome& welcome) {
-  Peer* p = answering_peer(welcome.rank);
+void Cluster::on_welcome(const Sealed& sealed) {
+  Peer* p = answering_peer(sealed);
   if (!p) return;
   std::lock_guard lk(p->mu);
-  if (!p->answers(welcome.session)) return;
+  if (!p->answers(sealed.session) || !p->link->proved || p->link->welcomed) return;
+  auto opened = open_welcome(sealed, p->link->key);
+  if (!opened) {
+    if (loud())
+      spdlog::warn("cluster: rank {} ({}): a welcome that does not open ignored: {}", sealed.rank,
+                   p->address.to_string(), opened.status().message());
+    return;
+  }
+  const Welcome& welcome = *opened;
   for (const auto& [name, s] : welcome.stripes) {
     RemoteStripe& rs = p->link->stripes[name];
     rs = RemoteStripe{};
@@ -59,12 +98,27 @@ void Cluster::on_welcome(const Welcome& welcome) {
   heard(*p, welcome.resident, welcome.bytes);
 }
 
-void Cluster::on_pong(const Pong& pong) {
-  Peer* p = answering_peer(pong.rank);
+// A pong counts once, for a ping this link sent, opened with its key.
+void Cluster::on_pong(const Sealed& sealed) {
+  Peer* p = answering_peer(sealed);
   if (!p) return;
   std::lock_guard lk(p->mu);
-  if (!p->answers(pong.session)) return;
-  heard(*p, pong.resident, pong.bytes);
+  if (!p->answers(sealed.session) || !p->link->welcomed) return;
+  Link& link = *p->link;
+  if (sealed.counter <= link.last_pong || sealed.counter > link.pings) {
+    spdlog::debug("cluster: a pong from rank {} with counter {} ignored (taken up to {}, sent {})", sealed.rank,
+                  sealed.counter, link.last_pong, link.pings);
+    return;
+  }
+  auto pong = open_pong(sealed, link.key);
+  if (!pong) {
+    if (loud())
+      spdlog::warn("cluster: rank {} ({}): a pong that does not open ignored: {}", sealed.rank,
+                   p->address.to_string(), pong.status().message());
+    return;
+  }
+  link.last_pong = sealed.counter;
+  heard(*p, pong->resident, pong->bytes);
 }
 
 void Cluster::heard(Peer& p, const std::map<std::string, ExtentRuns>& resident, const NodeBytes& bytes) {
@@ -116,22 +170,33 @@ void Cluster::tick(Peer& p, ClusterClock::time_point now) {
     if (join) p.next_attempt = now + (p.state == PeerState::refused ? 5 * options_.reconnect : options_.reconnect);
   }
   if (finish) finish_join(p, finish);
-  else if (ping_on) ping(p, *ping_on);
+  else if (ping_on) ping(p, ping_on);
   else join(p, now);
 }
 
-void Cluster::ping(Peer& p, const Link& link) {
-  if (Status s = link.ep->send(encode(Ping{.rank = self(), .token_digest = token_digest_, .session = link.session}));
-      !s) {
+void Cluster::ping(Peer& p, const std::shared_ptr<Link>& link) {
+  Ping ping;
+  ping.rank = self();
+  ping.to = p.rank;
+  ping.session = link->session;
+  Key key;
+  {
+    std::lock_guard lk(p.mu);
+    ping.counter = ++link->pings;
+    key = link->key;
+  }
+  if (Status s = link->ep->send(encode(ping, key)); !s) {
     std::lock_guard lk(p.mu);
     p.last_error = s.message();
   }
 }
 
-// (Re)joins: a fresh endpoint through the peer's listener, and a hello on it.
+// (Re)joins: a fresh endpoint through the peer's listener, and a hello on it
+// with a fresh session and nonce.
 void Cluster::join(Peer& p, ClusterClock::time_point now) {
   auto link = std::make_shared<Link>();
-  link->session = ++session_counter_;
+  link->session = fresh_session();
+  link->nonce = fresh_nonce();
   link->started = now;
   const uint32_t rank = p.rank;
   auto ep = fabric_->connect(p.address.host, p.address.port, [rank](const std::string& why) {
@@ -143,10 +208,13 @@ void Cluster::join(Peer& p, ClusterClock::time_point now) {
     return;
   }
   link->ep = std::move(ep).value();
-  Hello hello{.rank = self(), .token_digest = token_digest_, .session = link->session, .datasets = {}};
-  for (const auto& d : datasets_) hello.datasets[d.name] = d.fingerprint;
+  Hello hello;
+  hello.rank = self();
+  hello.to = p.rank;
+  hello.session = link->session;
+  hello.nonce = link->nonce;
   {
-    // Installed before the hello goes out, so that the welcome finds it.
+    // Installed before the hello goes out, so that the challenge finds it.
     std::lock_guard lk(p.mu);
     if (p.state != PeerState::refused) p.state = p.ever_up ? PeerState::down : PeerState::connecting;
     p.link = link;

@@ -38,11 +38,15 @@ struct RemoteStripe {
 // A connection attempt to a peer and what its welcome said. Replaced as a
 // whole on reconnect; fetches hold it by shared_ptr while they get.
 struct Cluster::Link {
-  uint64_t session = 0;
+  uint64_t session = 0;               // random: an answer names it
+  std::string nonce;                  // this node's, in the hello
   std::unique_ptr<Endpoint> ep;       // through the peer's listener: join, heartbeats
   std::unique_ptr<Endpoint> data_ep;  // from the peer's worker address: gets (every transport)
   std::string worker_address;         // from the welcome
-  bool welcomed = false;
+  bool proved = false;                // the proof went out (after the one challenge taken)
+  Key key;                            // the session key, once proved
+  bool welcomed = false;              // a welcome opened with it
+  uint64_t pings = 0, last_pong = 0;  // counters: pings sent, the last pong taken
   std::map<std::string, RemoteStripe> stripes;  // set before the peer is up, then read-only
   ClusterClock::time_point started;
   bool failed() const { return ep->failed() || (data_ep && data_ep->failed()); }
@@ -67,7 +71,8 @@ struct Cluster::Peer {
   // batch of gets that all arrived): each doubles the wait before rejoining.
   std::atomic<unsigned> stalls{0};
 
-  // Whether an answer is to the current link (not an old connection's). Under mu.
+  // Whether an answer is to the current link (not an old connection's, nor a
+  // guess: sessions are random). Under mu.
   bool answers(uint64_t session) const { return link && link->session == session; }
 };
 

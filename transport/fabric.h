@@ -5,7 +5,8 @@
 // What it offers the layer above (transport/cluster):
 //   - connect(host, port) -> an Endpoint (client side);
 //   - small messages on an Endpoint, delivered to a handler on the fabric's
-//     progress thread together with a way to reply;
+//     message thread together with a way to reply (UCX fabric: a plain TCP
+//     control channel, control_channel.h);
 //   - register memory and pack its remote key;
 //   - get(endpoint, rkey, remote address, destination, timeout): a one-sided
 //     read that never writes `destination` after it returned, even on timeout.
@@ -120,7 +121,7 @@ struct FabricOptions {
 
 class Fabric {
  public:
-  using Handler = std::function<void(Message&)>;  // runs on the progress thread: must not block
+  using Handler = std::function<void(Message&)>;  // runs on the message thread: must not block
   // The UCX fabric (fabric_ucx.h), what daemons use: initialises UCX, starts
   // the progress thread and the listener. Errors name the address and what
   // UCX said.
@@ -133,7 +134,7 @@ class Fabric {
   virtual std::string transports() const = 0;  // what the fabric chose to use, for logs
 
   // Starts connecting to host:port (asynchronously; messages sent meanwhile
-  // are queued). on_failure runs on the progress thread when the endpoint
+  // are queued). on_failure runs on the message thread when the endpoint
   // breaks (once).
   virtual Result<std::unique_ptr<Endpoint>> connect(const std::string& host, uint16_t port,
                                                     std::function<void(const std::string& why)> on_failure) = 0;

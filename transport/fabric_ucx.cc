@@ -22,22 +22,6 @@ Status ucx_error(const std::string& what, ucs_status_t s) {
   return Status(err, what + ": " + ucs_status_string(s));
 }
 
-// Resolves host (a name or a numeric address) and port to a socket address.
-Result<sockaddr_storage> resolve(const std::string& host, uint16_t port, bool passive) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  if (passive) hints.ai_flags = AI_PASSIVE;
-  addrinfo* res = nullptr;
-  std::string p = std::to_string(port);
-  int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), p.c_str(), &hints, &res);
-  if (rc != 0) return Status(EHOSTUNREACH, "address '" + host + "': " + gai_strerror(rc));
-  sockaddr_storage ss{};
-  std::memcpy(&ss, res->ai_addr, res->ai_addrlen);
-  ::freeaddrinfo(res);
-  return ss;
-}
-
 // State of one get, shared by the caller and the completion callback so that
 // a caller that gave up (timeout) leaves the buffer to the callback.
 struct GetOp : Endpoint::PendingGet::Op {
@@ -220,9 +204,6 @@ Result<std::unique_ptr<Fabric>> Fabric::create(const FabricOptions& options, Han
 Result<std::unique_ptr<UcxFabric>> UcxFabric::create(const FabricOptions& options, Handler handler) {
   std::unique_ptr<UcxFabric> f(new UcxFabric());
   f->handler_ = std::move(handler);
-  // A restarted daemon must get its port back while the old connections
-  // linger in TIME_WAIT (the user's own setting wins).
-  ::setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
   // Over TCP a get is emulated: the target sends the bytes back in segments of
   // UCX_TCP_TX_SEG_SIZE (8 KiB by default). 64 KiB segments measured ~3x the
   // get bandwidth for 1 MiB gets (tools/bench/ucx_baseline.sh); every daemon
@@ -255,39 +236,15 @@ Result<std::unique_ptr<UcxFabric>> UcxFabric::create(const FabricOptions& option
   hp.flags = UCP_AM_FLAG_WHOLE_MSG;
   if ((s = ucp_worker_set_am_recv_handler(f->worker_, &hp)) != UCS_OK) return ucx_error("UCX message handler", s);
 
-  if (options.listen) DLFS_RETURN_IF_ERROR(f->start_listener(options));
   f->progress_ = std::thread([p = f.get()] { p->progress_loop(); });
+  auto control = ControlChannel::create(options, [p = f.get()](Message& m) { p->handler_(m); });
+  if (!control) return control.status();
+  f->control_ = std::move(control).value();
   return f;
 }
 
-Status UcxFabric::start_listener(const FabricOptions& options) {
-  auto addr = resolve(options.listen_host, options.port, true);
-  if (!addr) return addr.status().with_context("listener");
-  ucp_listener_params_t lp{};
-  lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
-  lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
-  lp.sockaddr.addrlen = sizeof(sockaddr_storage);
-  lp.conn_handler.cb = &UcxFabric::on_connection;
-  lp.conn_handler.arg = this;
-  std::string where = (options.listen_host.empty() ? "*" : options.listen_host) + ":" + std::to_string(options.port);
-  ucs_status_t s;
-  if ((s = ucp_listener_create(worker_, &lp, &listener_)) != UCS_OK)
-    return ucx_error("UCX listener on " + where, s);
-  ucp_listener_attr_t la{};
-  la.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
-  if ((s = ucp_listener_query(listener_, &la)) != UCS_OK) return ucx_error("UCX listener query", s);
-  const auto* sa = reinterpret_cast<const sockaddr*>(&la.sockaddr);
-  port_ = ntohs(sa->sa_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port
-                                         : reinterpret_cast<const sockaddr_in*>(sa)->sin_port);
-  return Status::ok();
-}
-
 UcxFabric::~UcxFabric() {
-  {
-    std::lock_guard lk(accepted_mu_);
-    accepted_.clear();  // closes the server sides (the progress thread still runs)
-  }
-  if (listener_) ucp_listener_destroy(listener_);
+  control_.reset();  // no more messages to the handler
   stop_.store(true);
   wake();
   if (progress_.joinable()) progress_.join();
@@ -322,34 +279,6 @@ void UcxFabric::progress_loop() {
   }
 }
 
-void UcxFabric::on_connection(ucp_conn_request_h request, void* arg) {
-  auto* self = static_cast<UcxFabric*>(arg);
-  ucp_conn_request_attr_t a{};
-  a.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
-  std::string from = "?";
-  if (ucp_conn_request_query(request, &a) == UCS_OK) {
-    char host[NI_MAXHOST], serv[NI_MAXSERV];
-    if (::getnameinfo(reinterpret_cast<sockaddr*>(&a.client_address), sizeof a.client_address, host, sizeof host,
-                      serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) == 0)
-      from = std::string(host) + ":" + serv;
-  }
-  std::unique_ptr<UcxEndpoint> e(new UcxEndpoint(*self, from));
-  ucp_ep_params_t p{};
-  p.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-  p.conn_request = request;
-  p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-  p.err_handler.cb = &UcxEndpoint::on_error;
-  p.err_handler.arg = e.get();
-  if (ucs_status_t s = ucp_ep_create(self->worker_, &p, &e->ep_); s != UCS_OK) {
-    spdlog::warn("transport: could not accept a connection from {}: {}", from, ucs_status_string(s));
-    return;
-  }
-  std::lock_guard lk(self->accepted_mu_);
-  // Drop the server sides of connections that broke since (their peers left).
-  std::erase_if(self->accepted_, [](const std::unique_ptr<UcxEndpoint>& x) { return x->failed(); });
-  self->accepted_.push_back(std::move(e));
-}
-
 ucs_status_t UcxFabric::on_message(void* arg, const void*, size_t, void* data, size_t length,
                                 const ucp_am_recv_param_t* param) {
   auto* self = static_cast<UcxFabric*>(arg);
@@ -358,11 +287,6 @@ ucs_status_t UcxFabric::on_message(void* arg, const void*, size_t, void* data, s
   if ((param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) && param->reply_ep) {
     ucp_ep_h reply_ep = param->reply_ep;
     m.from = "a peer";
-    {
-      std::lock_guard lk(self->accepted_mu_);
-      for (auto& e : self->accepted_)
-        if (e->ep_ == reply_ep) m.from = e->peer_;
-    }
     m.reply = [self, reply_ep](const std::string& bytes) -> Status {
       auto* copy = new std::string(bytes);
       ucp_request_param_t p{};
@@ -390,23 +314,7 @@ ucs_status_t UcxFabric::on_message(void* arg, const void*, size_t, void* data, s
 
 Result<std::unique_ptr<Endpoint>> UcxFabric::connect(const std::string& host, uint16_t port,
                                                   std::function<void(const std::string& why)> on_failure) {
-  auto addr = resolve(host, port, false);
-  std::string peer = host + ":" + std::to_string(port);
-  if (!addr) return addr.status().with_context("peer " + peer);
-  std::unique_ptr<UcxEndpoint> e(new UcxEndpoint(*this, peer));
-  e->on_failure_ = std::move(on_failure);
-  ucp_ep_params_t p{};
-  p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLER |
-                 UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-  p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-  p.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
-  p.sockaddr.addrlen = sizeof(sockaddr_storage);
-  p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-  p.err_handler.cb = &UcxEndpoint::on_error;
-  p.err_handler.arg = e.get();
-  if (ucs_status_t s = ucp_ep_create(worker_, &p, &e->ep_); s != UCS_OK) return ucx_error("connect to " + peer, s);
-  wake();
-  return std::unique_ptr<Endpoint>(std::move(e));
+  return control_->connect(host, port, std::move(on_failure));
 }
 
 std::string UcxFabric::worker_address() const {

@@ -5,11 +5,15 @@
 // (over TCP `ucp_get` is emulated: the *target* must progress for a peer's
 // get to complete, so progress cannot wait for our own requests; it polls,
 // with short sleeps when idle, because shared-memory transports raise no
-// events), and a listener that accepts connections by address.
+// events). The listener and the endpoints connect() makes are not UCX's:
+// they are the control channel's plain TCP connections (control_channel.h),
+// whose thread runs the message handler; UCX's own listener dies of a
+// malformed connection request.
 //
-// Messages are active messages with one id. Registered memory is
-// ucp_mem_map'ed and its remote key packed. Errors of an endpoint reach its
-// error callback on the progress thread.
+// Messages on worker-address endpoints are active messages with one id
+// (DLFS sends none there). Registered memory is ucp_mem_map'ed and its
+// remote key packed. Errors of an endpoint reach its error callback on the
+// progress thread.
 #pragma once
 
 #include <atomic>
@@ -25,6 +29,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include "transport/control_channel.h"
 #include "transport/fabric.h"
 
 namespace dlfs::transport {
@@ -72,13 +77,12 @@ class UcxFabric final : public Fabric {
   static Result<std::unique_ptr<UcxFabric>> create(const FabricOptions& options, Handler handler);
   ~UcxFabric() override;
 
-  uint16_t port() const override { return port_; }
+  uint16_t port() const override { return control_->port(); }
   std::string transports() const override;
   Result<std::unique_ptr<Endpoint>> connect(const std::string& host, uint16_t port,
                                             std::function<void(const std::string& why)> on_failure) override;
   // A worker-address endpoint is wired up with every transport UCX_TLS
-  // allows, shared memory included, which a connection made through the
-  // listener (TCP socket wire-up) does not get: gets go over it.
+  // allows, shared memory included: gets go over it.
   std::string worker_address() const override;
   Result<std::unique_ptr<Endpoint>> connect_worker(const std::string& address, const std::string& peer,
                                                    std::function<void(const std::string& why)> on_failure) override;
@@ -87,23 +91,18 @@ class UcxFabric final : public Fabric {
  private:
   friend class UcxEndpoint;
   UcxFabric() = default;
-  Status start_listener(const FabricOptions& options);
   void progress_loop();
   void wake();
-  static void on_connection(ucp_conn_request_h request, void* arg);
   static ucs_status_t on_message(void* arg, const void* header, size_t header_length, void* data, size_t length,
                                  const ucp_am_recv_param_t* param);
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
-  ucp_listener_h listener_ = nullptr;
   std::atomic<unsigned> idle_rounds_{0};  // progress calls in a row that found nothing
-  uint16_t port_ = 0;
   Handler handler_;
   std::atomic<bool> stop_{false};
   std::thread progress_;
-  std::mutex accepted_mu_;  // guards accepted_
-  std::vector<std::unique_ptr<UcxEndpoint>> accepted_;  // server sides of accepted connections
+  std::unique_ptr<ControlChannel> control_;  // the listener and connect()'s endpoints
 };
 
 // Whether UCX_TLS names a shared-memory transport (posix, sysv, cma, shm, ...).

@@ -103,7 +103,7 @@ log "node 2 killed (SIG$DEATH) mid-epoch: node 0 stayed correct ($back bytes fro
 rmdir "$WORK/mnt2" 2>/dev/null || true
 node 2 "$WORK/wrong-token"
 sleep 2
-grep -q "refused a hello .*wrong job token" "$WORK/d0.log" || fail "node 0 did not refuse the wrong token"
+grep -q "refused a join .*wrong job token" "$WORK/d0.log" || fail "node 0 did not refuse the wrong token"
 grep -q "refused this node: wrong job token" "$WORK/d2.log" || fail "node 2 did not learn it was refused"
 same_tree "$WORK/data" "$WORK/mnt2/d/raw" || fail "the refused node read wrong bytes"
 by=$(stat_field "$WORK/mnt2" 's["datasets"][0]["bytes_by_source"]')

@@ -1,5 +1,7 @@
 // The Cluster's protocol over the in-process fake fabric: joins, refusals,
-// peers going down and coming back, stalled gets. Each node has a real
+// peers going down and coming back, stalled gets, and what someone without
+// the token can do with recorded traffic (replay a join or heartbeats,
+// reflect a challenge, send garbage): nothing. Each node has a real
 // StorageBuffer (its stripe, loaded from a dataset on disk) and a real
 // Fetcher, as fs/dataset.cc builds them; timings are milliseconds so the file
 // runs in a few seconds.
@@ -9,8 +11,11 @@
 
 #include <chrono>
 #include <cstring>
+#include <algorithm>
 #include <functional>
 #include <thread>
+#include <type_traits>
+#include <variant>
 
 #include "cache/fetcher.h"
 #include "cache/loader.h"
@@ -27,12 +32,47 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 using test::FakeNetwork;
+using test::RawNode;
 
 constexpr uint16_t kBasePort = 17000;
 constexpr uint64_t kExtent = 16 << 10;
 constexpr uint64_t kFingerprint = 0xd1f5;
 constexpr auto kDownAfter = 150ms;
 constexpr auto kGetTimeout = 100ms;
+
+// The kind of a message as a receiver decodes it ("garbage" if it does not).
+std::string kind_of(const std::string& bytes) {
+  auto m = decode(bytes);
+  if (!m) return "garbage";
+  return std::visit(
+      [](const auto& x) -> std::string {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, Sealed>) return message_name(x.kind);
+        else if constexpr (std::is_same_v<T, VersionMismatch>) return "version mismatch";
+        else return message_name(T::kind);
+      },
+      *m);
+}
+
+// The same message bytes claiming another sender and receiver (what a
+// relay without the token can change: the clear header).
+std::string readdressed(const std::string& bytes, uint32_t rank, uint32_t to) {
+  json j = json::from_msgpack(bytes);
+  j["rank"] = rank;
+  j["to"] = to;
+  auto v = json::to_msgpack(j);
+  return std::string(v.begin(), v.end());
+}
+
+template <typename T>
+T as(const std::string& bytes) {
+  auto m = decode(bytes);
+  if (!m || !std::holds_alternative<T>(*m)) {
+    ADD_FAILURE() << "not the expected kind: " << kind_of(bytes);
+    return T{};
+  }
+  return std::get<T>(*m);
+}
 
 // Polls `cond` until it holds or `timeout` passes; returns whether it held.
 bool eventually(const std::function<bool()>& cond, std::chrono::milliseconds timeout = 5s) {
@@ -61,12 +101,14 @@ class ClusterTest : public dlfs::test::TempDirTest {
     ASSERT_GT(data_->bytes.size(), 3 * 4 * kExtent) << "a few extents per stripe";
   }
 
-  // Starts `tokens.size()` nodes, node i with tokens[i].
-  void start(const std::vector<std::string>& tokens) {
+  // Starts `tokens.size()` nodes, node i with tokens[i] (or only the ranks in
+  // `only`: the others' ports stay free for a RawNode).
+  void start(const std::vector<std::string>& tokens, const std::vector<uint32_t>& only = {}) {
     tokens_ = tokens;
     stripes_ = cache::StripeMap(data_->bytes.size(), static_cast<uint32_t>(tokens.size()));
     nodes_.resize(tokens.size());
-    for (uint32_t i = 0; i < tokens.size(); ++i) start_node(i);
+    for (uint32_t i = 0; i < tokens.size(); ++i)
+      if (only.empty() || std::find(only.begin(), only.end(), i) != only.end()) start_node(i);
   }
 
   // (Re)makes node i from scratch: new memory, loaded, a new fetcher and cluster.
@@ -90,7 +132,7 @@ class ClusterTest : public dlfs::test::TempDirTest {
     o.membership.source = "peers";
     o.token = tokens_[i];
     o.heartbeat = 5ms;
-    o.down_after = kDownAfter;
+    o.down_after = down_after_;
     o.get_timeout = kGetTimeout;
     o.reconnect = 20ms;
     auto c = Cluster::create(std::move(o), {{"ds", kFingerprint, n.buffer.get(), n.fetcher.get()}}, nullptr,
@@ -117,6 +159,15 @@ class ClusterTest : public dlfs::test::TempDirTest {
   }
   const cache::FetchCounters& counters(uint32_t node) const { return nodes_[node]->fetcher->counters(); }
 
+  // Every message node `from` sent to node `to` while recorded.
+  std::vector<FakeNetwork::Sent> sent(uint32_t from, uint32_t to) const {
+    std::vector<FakeNetwork::Sent> out;
+    for (auto& s : net_.sent(port(from)))
+      if (s.to == port(to)) out.push_back(s);
+    return out;
+  }
+
+  std::chrono::milliseconds down_after_ = kDownAfter;
   FakeNetwork net_;
   std::unique_ptr<cache::test::Dataset> data_;
   cache::StripeMap stripes_;
@@ -156,6 +207,7 @@ TEST_F(ClusterTest, ThreeNodesJoinSeeEachOtherAndServeEachOthersStripes) {
 }
 
 TEST_F(ClusterTest, AWrongTokenIsRefusedOnBothSidesAndGetsNoBytes) {
+  for (uint32_t r = 0; r < 3; ++r) net_.record(port(r));
   start({"job", "job", "another job"});
   ASSERT_TRUE(eventually([&] { return sees(0, 1, "up") && sees(1, 0, "up"); }));
   ASSERT_TRUE(eventually([&] { return sees(0, 2, "refused") && sees(1, 2, "refused"); }));
@@ -171,6 +223,35 @@ TEST_F(ClusterTest, AWrongTokenIsRefusedOnBothSidesAndGetsNoBytes) {
   EXPECT_EQ(counters(2).backend_bytes.load(), len);
   EXPECT_EQ(net_.gets_served(port(0)), 0u);
   EXPECT_EQ(net_.gets_served(port(1)), 0u);
+  // Node 2's view holds nothing of the others: no stripe, no residency, no bytes.
+  for (uint32_t r : {0u, 1u}) {
+    const json m = member(2, r);
+    EXPECT_TRUE(m["stripes"].empty()) << m.dump();
+    EXPECT_EQ(m["bytes"], json({{"local", 0}, {"remote", 0}, {"backend", 0}})) << m.dump();
+  }
+  // And nothing the job's nodes sent it carries any: their hellos and
+  // challenges (a random nonce), proofs (a MAC, their datasets sealed with a
+  // key node 2 cannot derive) and refusals (a reason); never a key, an
+  // address, a dataset name.
+  for (uint32_t r : {0u, 1u}) {
+    const auto to_2 = sent(r, 2);
+    ASSERT_FALSE(to_2.empty());
+    bool refused = false;
+    for (const auto& m : to_2) {
+      const std::string kind = kind_of(m.bytes);
+      EXPECT_TRUE(kind == "hello" || kind == "challenge" || kind == "proof" || kind == "refused")
+          << "node " << r << " sent a " << kind;
+      EXPECT_EQ(m.bytes.find("fake-key:"), std::string::npos) << "a remote key went to the other job";
+      EXPECT_EQ(m.bytes.find("fake:"), std::string::npos) << "a worker address went to the other job";
+      EXPECT_EQ(m.bytes.find("\xa2" "ds"), std::string::npos) << "a dataset name went to the other job";
+      if (kind == "refused") {
+        const auto why = as<Refused>(m.bytes).why;
+        EXPECT_EQ(why, "wrong job token");
+        refused = true;
+      }
+    }
+    EXPECT_TRUE(refused);
+  }
 }
 
 TEST_F(ClusterTest, ASilentNodeIsDownWithinDownAfterAndBackWhenItAnswersAgain) {
@@ -249,41 +330,169 @@ TEST_F(ClusterTest, StalledGetsReturnWithinGetTimeoutFallBackAndNeverWriteLate) 
   EXPECT_EQ(counters(0).remote_bytes.load(), remote_before + len);
 }
 
-// Messages from outside the job: garbage is ignored, a ping with a wrong
-// token is refused, and the node keeps serving its peers.
-TEST_F(ClusterTest, MalformedAndForeignMessagesAreIgnoredOrRefused) {
+// Messages from outside the job: garbage, truncated, oversized or
+// other-version bytes, pings on no session. Garbage is ignored, the rest
+// refused with a reason and nothing else, and the node keeps serving.
+TEST_F(ClusterTest, MalformedForeignAndOtherVersionMessagesAreIgnoredOrRefused) {
   start({"job", "job"});
   ASSERT_TRUE(eventually([&] { return all_resident(0) && all_resident(1); }));
-  std::mutex mu;
-  std::vector<std::string> answers;
-  auto outsider = net_.factory()({.listen_host = "", .port = 17999, .listen = true}, [&](Message& m) {
-    std::lock_guard lk(mu);
-    answers.push_back(m.bytes);
-  });
-  ASSERT_TRUE(outsider) << outsider.status().message();
-  auto ep = (*outsider)->connect("node0", port(0), nullptr);
-  ASSERT_TRUE(ep);
-  const std::string ping = encode(Ping{.rank = 1, .token_digest = "guess", .session = 5});
-  for (const std::string& junk : {std::string("\xc1garbage"), ping.substr(0, ping.size() / 2), std::string()})
-    ASSERT_TRUE((*ep)->send(junk));
-  ASSERT_TRUE((*ep)->send(ping));
-  ASSERT_TRUE(eventually([&] {
-    std::lock_guard lk(mu);
-    return !answers.empty();
-  }));
-  {
-    std::lock_guard lk(mu);
-    ASSERT_EQ(answers.size(), 1u) << "only the ping is answered";
-    auto refused = decode(answers[0]);
-    ASSERT_TRUE(refused) << refused.status().message();
-    ASSERT_TRUE(std::holds_alternative<Refused>(*refused));
-    EXPECT_EQ(std::get<Refused>(*refused).why, "wrong job token");
-    EXPECT_EQ(std::get<Refused>(*refused).session, 5u);
-  }
+  RawNode outsider(net_, 17999);
+  Ping forged;
+  forged.rank = 1;
+  forged.to = 0;
+  forged.session = 5;
+  forged.counter = 1;
+  const std::string ping = encode(forged, session_key(job_key("guess"), {}));
+  for (const std::string& junk : {std::string("\xc1garbage"), ping.substr(0, ping.size() / 2), std::string(),
+                                  std::string(kMaxMessageBytes + 1, '\x90')})
+    ASSERT_TRUE(outsider.send(port(0), junk));
+  ASSERT_TRUE(outsider.send(port(0), ping));
+  ASSERT_TRUE(outsider.wait_received(1));
+  // A version-1 hello (the token digest of old): refused, naming both versions.
+  const auto v1 = json::to_msgpack(
+      json{{"t", "hello"}, {"rank", 1}, {"token", "digest"}, {"session", 6}, {"datasets", json::object()}});
+  ASSERT_TRUE(outsider.send(port(0), std::string(v1.begin(), v1.end())));
+  ASSERT_TRUE(outsider.wait_received(2));
+  std::this_thread::sleep_for(50ms);
+  const auto answers = outsider.received();
+  ASSERT_EQ(answers.size(), 2u) << "garbage is not answered";
+  const Refused r1 = as<Refused>(answers[0]);
+  EXPECT_EQ(r1.why, "not on a session this node admitted (join again)");
+  EXPECT_EQ(r1.session, 5u);
+  const Refused r2 = as<Refused>(answers[1]);
+  EXPECT_EQ(r2.why, "protocol version 1 is not this node's (2): run one DLFS version on every node");
+  EXPECT_EQ(r2.session, 6u);
   EXPECT_TRUE(sees(0, 1, "up"));
   read_and_check(1, range_of(0).first, range_of(0).second);
   EXPECT_EQ(counters(1).backend_bytes.load(), 0u);
-  ep->reset();
+}
+
+// An eavesdropper that recorded a whole join (hello, proof) and heartbeats
+// replays them from another node: the join is refused (the challenge is new,
+// the old proof does not answer it), the pings are refused (their counters
+// were taken), nothing sealed comes back, and the real session is untouched.
+TEST_F(ClusterTest, ARecordedJoinOrPingReplayedFromAnotherNodeIsRefused) {
+  net_.record(port(1));
+  start({"job", "job"});
+  ASSERT_TRUE(eventually([&] { return all_resident(0) && all_resident(1); }));
+  ASSERT_TRUE(eventually([&] {
+    int pings = 0;
+    for (auto& m : sent(1, 0)) pings += kind_of(m.bytes) == "ping";
+    return pings >= 3;
+  }));
+  std::string hello, proof;
+  std::vector<std::string> pings;
+  for (auto& m : sent(1, 0)) {
+    const std::string kind = kind_of(m.bytes);
+    if (kind == "hello" && hello.empty()) hello = m.bytes;
+    if (kind == "proof" && proof.empty()) proof = m.bytes;
+    if (kind == "ping") pings.push_back(m.bytes);
+  }
+  ASSERT_FALSE(hello.empty());
+  ASSERT_FALSE(proof.empty());
+  ASSERT_EQ(as<Hello>(hello).session, as<Proof>(proof).session) << "one join";
+
+  RawNode eavesdropper(net_, 17999);
+  ASSERT_TRUE(eavesdropper.send(port(0), hello));
+  ASSERT_TRUE(eavesdropper.wait_received(1));
+  const Challenge fresh = as<Challenge>(eavesdropper.received()[0]);
+  EXPECT_EQ(fresh.session, as<Hello>(hello).session);
+  ASSERT_TRUE(eavesdropper.send(port(0), proof));
+  ASSERT_TRUE(eavesdropper.wait_received(2));
+  EXPECT_EQ(as<Refused>(eavesdropper.received()[1]).why, "wrong job token");
+  ASSERT_TRUE(eavesdropper.send(port(0), proof));  // again: its challenge is used up
+  ASSERT_TRUE(eavesdropper.wait_received(3));
+  EXPECT_EQ(as<Refused>(eavesdropper.received()[2]).why,
+            "no challenge is pending for this join (a replayed, late or repeated proof)");
+  for (const auto& p : pings) ASSERT_TRUE(eavesdropper.send(port(0), p));
+  ASSERT_TRUE(eavesdropper.wait_received(3 + pings.size()));
+  std::this_thread::sleep_for(50ms);
+  const auto got = eavesdropper.received();
+  ASSERT_EQ(got.size(), 3 + pings.size());
+  for (size_t i = 3; i < got.size(); ++i)
+    EXPECT_NE(as<Refused>(got[i]).why.find("a replayed heartbeat"), std::string::npos) << as<Refused>(got[i]).why;
+  for (const auto& m : got) {
+    const std::string kind = kind_of(m);
+    EXPECT_TRUE(kind == "challenge" || kind == "refused") << "the replayer got a " << kind;
+  }
+  // The real session goes on: node 1 still pings node 0 and reads its memory.
+  const auto pongs_before = net_.sent(port(1)).size();
+  ASSERT_TRUE(eventually([&] { return net_.sent(port(1)).size() > pongs_before + 3; }));
+  EXPECT_TRUE(sees(0, 1, "up"));
+  EXPECT_TRUE(sees(1, 0, "up"));
+  read_and_check(1, range_of(0).first, range_of(0).second);
+  EXPECT_EQ(counters(1).backend_bytes.load(), 0u);
+}
+
+// A node that does not hold the token sits at a missing peer's address and
+// turns node 0's own join against it: it hands node 0's hello back to it
+// (claiming to be rank 1), hands node 0's challenge back as rank 1's
+// challenge, so that node 0 makes the very proof its own challenge asks for,
+// and hands that proof back. The proof names its maker as the initiator:
+// refused, and nothing sealed comes out.
+TEST_F(ClusterTest, AReflectedChallengeIsRefused) {
+  down_after_ = 3s;  // node 0's join must not be retried (with a new session) during the test
+  RawNode mirror(net_, port(1));
+  start({"job", "job"}, {0});
+  ASSERT_TRUE(mirror.wait_received(1));
+  const Hello hello = as<Hello>(mirror.received()[0]);
+  EXPECT_EQ(hello.rank, 0u);
+  EXPECT_EQ(hello.to, 1u);
+  // 1. node 0's hello, back to node 0 as rank 1's.
+  ASSERT_TRUE(mirror.send(port(0), readdressed(mirror.received()[0], 1, 0)));
+  ASSERT_TRUE(mirror.wait_received(2));
+  const Challenge challenge = as<Challenge>(mirror.received()[1]);
+  EXPECT_EQ(challenge.session, hello.session);
+  // 2. node 0's challenge, back to node 0 as rank 1's answer to its hello.
+  ASSERT_TRUE(mirror.send(port(0), readdressed(mirror.received()[1], 1, 0)));
+  ASSERT_TRUE(mirror.wait_received(3));
+  const std::string proof = mirror.received()[2];
+  EXPECT_EQ(as<Proof>(proof).rank, 0u);
+  EXPECT_EQ(as<Proof>(proof).session, hello.session);
+  // 3. node 0's proof (same session, same two nonces), back to node 0 as rank 1's.
+  ASSERT_TRUE(mirror.send(port(0), readdressed(proof, 1, 0)));
+  ASSERT_TRUE(mirror.wait_received(4));
+  EXPECT_EQ(as<Refused>(mirror.received()[3]).why, "wrong job token");
+  // Unchanged, it is not even for node 0.
+  ASSERT_TRUE(mirror.send(port(0), proof));
+  ASSERT_TRUE(mirror.wait_received(5));
+  EXPECT_EQ(as<Refused>(mirror.received()[4]).why, "rank 0 is not a peer of this node");
+  std::this_thread::sleep_for(50ms);
+  for (const auto& m : mirror.received()) {
+    const std::string kind = kind_of(m);
+    EXPECT_TRUE(kind == "hello" || kind == "challenge" || kind == "proof" || kind == "refused")
+        << "the mirror got a " << kind;
+  }
+  EXPECT_FALSE(sees(0, 1, "up"));
+  EXPECT_TRUE(member(0, 1)["stripes"].empty());
+}
+
+// A peer that stops answering is marked down even while someone replays its
+// recorded pongs to the node: a pong counts once, for a ping of the session.
+TEST_F(ClusterTest, ReplayedPongsDoNotKeepASilentPeerUp) {
+  net_.record(port(0));
+  start({"job", "job"});
+  ASSERT_TRUE(eventually([&] { return all_resident(0) && all_resident(1); }));
+  std::vector<std::string> pongs;
+  ASSERT_TRUE(eventually([&] {
+    pongs.clear();
+    for (auto& m : sent(0, 1))
+      if (kind_of(m.bytes) == "pong") pongs.push_back(m.bytes);
+    return pongs.size() >= 5;
+  }));
+  RawNode replayer(net_, 17998);
+  net_.mute(port(0));  // node 0 stops answering
+  const auto muted = Clock::now();
+  bool down = false;
+  while (!down && Clock::now() - muted < kDownAfter + 2s) {
+    for (const auto& p : pongs) ASSERT_TRUE(replayer.send(port(1), p));
+    std::this_thread::sleep_for(3ms);
+    down = sees(1, 0, "down");
+  }
+  EXPECT_TRUE(down) << "replayed pongs kept a silent peer up";
+  EXPECT_NE(member(1, 0).value("last_error", std::string()).find("no heartbeat"), std::string::npos);
+  net_.mute(port(0), false);
+  ASSERT_TRUE(eventually([&] { return sees(1, 0, "up"); })) << "it rejoins once it answers";
 }
 
 }  // namespace

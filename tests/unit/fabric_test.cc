@@ -7,6 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -186,6 +191,65 @@ TEST(Fabric, ConnectingToNobodyFailsWithoutHanging) {
   auto bad = (*c)->connect("no-such-host.invalid", 7710, nullptr);
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.status().message().find("no-such-host.invalid"), std::string::npos) << bad.status().message();
+}
+
+// A plain TCP connection to 127.0.0.1:port that sends `bytes` (-1: failed).
+int raw_connection(uint16_t port, const std::string& bytes) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return -1;
+  if (!bytes.empty() && ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size()))
+    return -1;
+  return fd;
+}
+
+// Whatever arrives on the listener's port that is not a DLFS connection
+// (garbage, a frame larger than allowed, a connection that never says
+// anything) is dropped: the listener keeps accepting and answering.
+TEST(Fabric, GarbageAndHalfOpenConnectionsOnTheListenerCostNothing) {
+  auto p = connect_pair();
+  ASSERT_TRUE(p);
+  const uint16_t port = p->server->port();
+  std::vector<int> fds;
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 20; ++i) {
+    std::string junk(1 + rng() % 5000, '\0');
+    for (char& c : junk) c = static_cast<char>(rng());
+    fds.push_back(raw_connection(port, junk));
+  }
+  fds.push_back(raw_connection(port, std::string("DLFSCTL1") + "\xff\xff\xff\x7f\x01"));  // a 2 GiB frame announced
+  fds.push_back(raw_connection(port, std::string(16, '\0')));
+  const size_t garbage = fds.size();
+  fds.push_back(raw_connection(port, std::string("DLFSCTL1") + "\x05\x00\x00"));  // a header cut short
+  for (int i = 0; i < 30; ++i) fds.push_back(raw_connection(port, ""));  // half-open: never a byte
+  for (int fd : fds) ASSERT_GE(fd, 0);
+  // The garbage is closed by the listener (reads end); the silent ones stay
+  // for now (those that never greet go after ControlChannel::kGreetTimeout).
+  for (size_t i = 0; i < garbage; ++i) {
+    char b[64];
+    timeval tv{5, 0};
+    ::setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ssize_t r;
+    while ((r = ::recv(fds[i], b, sizeof b, 0)) > 0) {
+    }
+    EXPECT_TRUE(r == 0 || (r < 0 && errno == ECONNRESET)) << "connection " << i << " was not closed";
+  }
+  // Meanwhile the real endpoint and a new one are served.
+  ASSERT_TRUE(p->ep->send("ping:still"));
+  EXPECT_TRUE(p->client_in.wait_for("pong:still"));
+  auto ep2 = p->client->connect("127.0.0.1", port, nullptr);
+  ASSERT_TRUE(ep2);
+  ASSERT_TRUE((*ep2)->send("ping:new"));
+  EXPECT_TRUE(p->client_in.wait_for("pong:new"));
+  // A message over the limit is refused by the sender.
+  EXPECT_FALSE(p->ep->send(std::string(5 << 20, 'x')));
+  for (int fd : fds) ::close(fd);
+  ASSERT_TRUE(p->ep->send("ping:after"));
+  EXPECT_TRUE(p->client_in.wait_for("pong:after"));
+  EXPECT_EQ(p->failures.load(), 0);
 }
 
 TEST(Fabric, ListenerOnABusyPortIsRefusedWithTheAddress) {

@@ -108,7 +108,13 @@ struct FakeNetwork::State {
   std::map<uint16_t, std::vector<HeldGet>> held;
   std::map<uint64_t, Region> regions;  // by key id
   std::map<uint16_t, uint64_t> served;
+  std::set<uint16_t> recording;
+  std::vector<FakeNetwork::Sent> sent;
   uint64_t next_id = 1;
+
+  void note(uint16_t from, uint16_t to, const std::string& bytes, bool reply) {  // under mu
+    if (recording.count(from)) sent.push_back({from, to, bytes, reply});
+  }
 
   End end_of(uint16_t port) const;                    // under mu
   bool alive(const End& e) const;                      // under mu
@@ -232,6 +238,7 @@ class FakeEndpoint final : public Endpoint {
   Status send(const std::string& bytes, bool want_reply) override {
     std::lock_guard lk(net_->mu);
     if (!net_->alive(from_) || !net_->alive(to_)) return Status(ECONNRESET, "connection to " + peer_ + " is broken");
+    net_->note(from_.port, to_.port, bytes, false);
     if (net_->muted.count(to_.port)) return Status::ok();  // it vanishes
     std::function<Status(const std::string&)> reply;
     if (want_reply) reply = replier();
@@ -281,6 +288,7 @@ class FakeEndpoint final : public Endpoint {
   std::function<Status(const std::string&)> replier() const {
     return [net = net_, from = from_, to = to_.port](const std::string& bytes) -> Status {
       std::lock_guard lk(net->mu);
+      net->note(to, from.port, bytes, true);
       if (net->muted.count(from.port)) return Status::ok();
       const bool posted = net->post(from, [bytes, name = node_name(to)](FakeFabric& f) {
         Message m{bytes, {}, name};
@@ -385,6 +393,57 @@ uint64_t FakeNetwork::gets_stalled(uint16_t port) const {
   std::lock_guard lk(state_->mu);
   auto it = state_->held.find(port);
   return it == state_->held.end() ? 0 : it->second.size();
+}
+
+void FakeNetwork::record(uint16_t port, bool on) {
+  std::lock_guard lk(state_->mu);
+  if (on) state_->recording.insert(port);
+  else state_->recording.erase(port);
+}
+
+std::vector<FakeNetwork::Sent> FakeNetwork::sent(uint16_t from) const {
+  std::lock_guard lk(state_->mu);
+  std::vector<Sent> out;
+  for (const auto& s : state_->sent)
+    if (s.from == from) out.push_back(s);
+  return out;
+}
+
+RawNode::RawNode(FakeNetwork& net, uint16_t port) : inbox_(std::make_shared<Inbox>()) {
+  auto f = net.factory()({.listen_host = "", .port = port, .listen = true}, [inbox = inbox_](Message& m) {
+    {
+      std::lock_guard lk(inbox->mu);
+      inbox->messages.push_back(m.bytes);
+    }
+    inbox->cv.notify_all();
+  });
+  if (f) fabric_ = std::move(f).value();
+}
+
+RawNode::~RawNode() {
+  endpoints_.clear();
+  fabric_.reset();
+}
+
+Status RawNode::send(uint16_t to, const std::string& bytes) {
+  if (!fabric_) return Status(EADDRINUSE, "raw node: its port is taken");
+  auto& ep = endpoints_[to];
+  if (!ep) {
+    auto e = fabric_->connect("raw", to, nullptr);
+    if (!e) return e.status();
+    ep = std::move(e).value();
+  }
+  return ep->send(bytes, true);
+}
+
+std::vector<std::string> RawNode::received() const {
+  std::lock_guard lk(inbox_->mu);
+  return inbox_->messages;
+}
+
+bool RawNode::wait_received(size_t n, std::chrono::milliseconds timeout) const {
+  std::unique_lock lk(inbox_->mu);
+  return inbox_->cv.wait_for(lk, timeout, [&] { return inbox_->messages.size() >= n; });
 }
 
 }  // namespace dlfs::transport::test

@@ -21,11 +21,22 @@
 //
 // Endpoint failures are seen through failed(); on_failure callbacks are not
 // called (the Cluster only logs them).
+//
+// Capture and replay, for the cluster's authentication tests: record(port)
+// keeps every message and reply that node sends (sent() returns them), and a
+// RawNode is another "process" on the network that sends any bytes to any
+// node and keeps what reaches it: an eavesdropper replaying what it saw, or a
+// daemon of another job.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "transport/fabric.h"
 
@@ -49,10 +60,45 @@ class FakeNetwork {
   uint64_t gets_served(uint16_t port) const;   // gets whose bytes the node copied out
   uint64_t gets_stalled(uint16_t port) const;  // gets held by a stall right now
 
+  // One message as a node sent it.
+  struct Sent {
+    uint16_t from = 0, to = 0;
+    std::string bytes;
+    bool reply = false;  // an answer on a connection the other node made
+  };
+  void record(uint16_t port, bool on = true);  // from now on, keep what the node sends
+  std::vector<Sent> sent(uint16_t from) const;  // what it sent while recorded, in order
+
   struct State;  // shared with the fabrics and their endpoints (fake_fabric.cc)
 
  private:
   std::shared_ptr<State> state_;
+};
+
+// A node that speaks raw bytes (see the header). Listens on `port`.
+class RawNode {
+ public:
+  RawNode(FakeNetwork& net, uint16_t port);
+  ~RawNode();
+  RawNode(const RawNode&) = delete;
+  RawNode& operator=(const RawNode&) = delete;
+
+  // Sends bytes to the node listening on `to`, on a connection of its own
+  // (made on first use), asking for a reply.
+  Status send(uint16_t to, const std::string& bytes);
+  std::vector<std::string> received() const;  // messages and replies that reached it, in order
+  // Waits until at least n arrived; false after `timeout`.
+  bool wait_received(size_t n, std::chrono::milliseconds timeout = std::chrono::seconds(5)) const;
+
+ private:
+  struct Inbox {
+    mutable std::mutex mu;
+    mutable std::condition_variable cv;
+    std::vector<std::string> messages;
+  };
+  std::shared_ptr<Inbox> inbox_;
+  std::unique_ptr<Fabric> fabric_;
+  std::map<uint16_t, std::unique_ptr<Endpoint>> endpoints_;  // by destination; before the fabric goes
 };
 
 }  // namespace dlfs::transport::test
