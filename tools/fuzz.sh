@@ -106,8 +106,9 @@ fuzz_one() {
   echo "fuzz.sh: ${cmd[*]}"
   local status
   set +e
+  # No `|| true` after the pipeline: PIPESTATUS would then be true's.
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=abort_on_error=0 "${cmd[@]}" 2>&1 | tee "$log" |
-    grep -E "^(#[0-9]+[[:space:]]+(INITED|pulse|DONE)|==|SUMMARY|stat::|Done |.*runtime error|${t}_fuzz:|Test unit written|artifact_prefix)" || true
+    grep -E "^(#[0-9]+[[:space:]]+(INITED|pulse|DONE)|==|SUMMARY|stat::|Done |.*runtime error|${t}_fuzz:|Test unit written|artifact_prefix)"
   status=${PIPESTATUS[0]}
   set -e
 
