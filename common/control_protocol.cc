@@ -36,6 +36,10 @@ std::string default_control_socket(const std::string& mountpoint) {
   return default_control_dir() + "/" + escaped + ".sock";
 }
 
+std::string json_text(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 Status write_line(int fd, const std::string& line) {
   std::string buf = line + "\n";
   size_t done = 0;
@@ -98,7 +102,7 @@ Result<nlohmann::json> control_call(const std::string& socket_path, const nlohma
   }
   // The daemon may refuse (and close) before reading the request: a failed
   // write then still leaves its reply to read, which says why.
-  Status sent = write_line(fd.get(), request.dump());
+  Status sent = write_line(fd.get(), json_text(request));
   std::string pending, line;
   for (;;) {
     if (Status got = read_line(fd.get(), pending, line, timeout); !got.is_ok()) return sent.is_ok() ? got : sent;

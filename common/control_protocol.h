@@ -24,6 +24,12 @@ inline constexpr size_t kMaxControlLine = 1 << 20;  // requests and responses
 std::string default_control_socket(const std::string& mountpoint);
 std::string default_control_dir();
 
+// The JSON text of `j` (one line, or indented by `indent`), for the control
+// socket and the stats file. Strings that are not UTF-8 (a backend path, a
+// peer's message) would make nlohmann's dump() throw and the whole answer
+// fail: their bad bytes become U+FFFD instead.
+std::string json_text(const nlohmann::json& j, int indent = -1);
+
 // Writes all of `line` plus '\n' (handles EINTR and partial writes; no SIGPIPE).
 Status write_line(int fd, const std::string& line);
 

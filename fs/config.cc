@@ -252,7 +252,8 @@ Result<uint64_t> resolve_memory_budget(const std::string& text, uint64_t physica
     } catch (...) {
       return Status(EINVAL, "memory budget '" + text + "' is not a percentage such as \"50%\"");
     }
-    if (pct <= 0 || pct > 100) return Status(EINVAL, "memory budget '" + text + "' must be between 0% and 100%");
+    // Written so that NaN ("nan%", which stod reads) fails too: it compares false.
+    if (!(pct > 0 && pct <= 100)) return Status(EINVAL, "memory budget '" + text + "' must be between 0% and 100%");
     return static_cast<uint64_t>(static_cast<double>(physical_bytes) * pct / 100.0);
   }
   auto r = parse_size(text);

@@ -99,7 +99,7 @@ void ControlServer::accept_loop() {
     int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     if (active_.load() >= kMaxConnections) {
-      (void)write_line(fd, error_reply(EBUSY, "too many control connections; try again").dump());
+      (void)write_line(fd, json_text(error_reply(EBUSY, "too many control connections; try again")));
       ::close(fd);
       continue;
     }
@@ -119,25 +119,26 @@ void ControlServer::serve(int fd) {
     if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
         (cred.uid != 0 && cred.uid != ::geteuid())) {
       spdlog::warn("control socket: refused a connection from uid {} (pid {})", cred.uid, cred.pid);
-      (void)write_line(fd, error_reply(EACCES, "permission denied: uid " + std::to_string(cred.uid) +
-                                                   " is not root or the daemon's user").dump());
+      (void)write_line(fd, json_text(error_reply(EACCES, "permission denied: uid " + std::to_string(cred.uid) +
+                                                             " is not root or the daemon's user")));
       return;
     }
     std::string pending, line;
     Status s = read_line(fd, pending, line, kRequestTimeout);
     if (!s) {
-      (void)write_line(fd, error_reply(s.err(), "bad request: " + s.message()).dump());
+      (void)write_line(fd, json_text(error_reply(s.err(), "bad request: " + s.message())));
       return;
     }
     json request = json::parse(line, nullptr, false);
     if (request.is_discarded() || !request.is_object() || !request.contains("cmd") || !request["cmd"].is_string()) {
-      (void)write_line(fd, error_reply(EINVAL, "bad request: expected a JSON object with a \"cmd\" string").dump());
+      (void)write_line(fd,
+                       json_text(error_reply(EINVAL, "bad request: expected a JSON object with a \"cmd\" string")));
       return;
     }
-    (void)write_line(fd, dispatch(request, fd).dump());
+    (void)write_line(fd, json_text(dispatch(request, fd)));
   } catch (const std::exception& e) {
     spdlog::error("control socket: {}", e.what());
-    (void)write_line(fd, error_reply(EIO, std::string("internal error: ") + e.what()).dump());
+    (void)write_line(fd, json_text(error_reply(EIO, std::string("internal error: ") + e.what())));
   }
 }
 
@@ -147,14 +148,15 @@ json ControlServer::dispatch(const json& request, int fd) {
   if (cmd == "stats") return {{"ok", true}, {"result", handler_.stats()}};
   if (cmd == "verify") {
     std::string dataset = request.contains("dataset") && request["dataset"].is_string() ? request["dataset"] : "";
-    auto r = handler_.verify(dataset, [fd](const json& p) { (void)write_line(fd, json{{"progress", p}}.dump()); });
+    auto r = handler_.verify(dataset,
+                             [fd](const json& p) { (void)write_line(fd, json_text(json{{"progress", p}})); });
     if (!r) return error_reply(r.status().err(), r.status().message());
     return {{"ok", true}, {"result", *r}};
   }
   if (cmd == "plan" || cmd == "shuffle-report") {
     auto r = cmd == "plan" ? handler_.plan(request)
                            : handler_.shuffle_report(request, [fd](const json& p) {
-                               (void)write_line(fd, json{{"progress", p}}.dump());
+                               (void)write_line(fd, json_text(json{{"progress", p}}));
                              });
     if (!r) return error_reply(r.status().err(), r.status().message());
     return {{"ok", true}, {"result", *r}};

@@ -89,7 +89,7 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config) {
   ::malloc_trim(0);
 
   d->namespace_ = std::make_unique<Namespace>(
-      d->datasets_, [raw = d.get()] { return raw->snapshot(true).dump(2) + "\n"; }, now_ns(), ::geteuid(),
+      d->datasets_, [raw = d.get()] { return json_text(raw->snapshot(true), 2) + "\n"; }, now_ns(), ::geteuid(),
       ::getegid());
   d->fuse_context_.ns = d->namespace_.get();
   d->fuse_context_.options.entry_timeout_s = d->config_.entry_timeout_s;

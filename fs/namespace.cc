@@ -1,6 +1,7 @@
 #include "fs/namespace.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -104,6 +105,11 @@ Result<Attr> Namespace::getattr(uint64_t ino) const {
 }
 
 Result<Attr> Namespace::lookup(uint64_t parent, std::string_view name) const {
+  // No DLFS name is longer (backend names come from file systems with this
+  // limit; view names are short or cut to it), and statfs promises it: longer
+  // is ENAMETOOLONG, as on any other file system, not "no such entry". FUSE
+  // itself passes names of up to 1 KiB.
+  if (name.size() > NAME_MAX) return Status(ENAMETOOLONG, "name longer than " + std::to_string(NAME_MAX) + " bytes");
   auto p = decode_ino(parent);
   if (!p) return not_found();
   switch (p->kind) {

@@ -28,6 +28,9 @@ constexpr uint64_t entry_index(uint64_t view, uint64_t k) { return view << 24 | 
 constexpr uint64_t entry_view(uint64_t index) { return index >> 24; }
 constexpr uint64_t entry_position(uint64_t index) { return index & kMaxEntryPosition; }
 
+// A view's format number comes from its inode number; one that nobody handed
+// out may name no registered format (callers check before format_of).
+bool format_known(const NodeId& n) { return n.format < view_formats().size(); }
 const ViewFormat& format_of(const NodeId& n) { return *view_formats().at(n.format); }
 
 NodeId view_node(uint32_t dataset, size_t format, uint64_t id) {
@@ -38,7 +41,7 @@ NodeId view_node(uint32_t dataset, size_t format, uint64_t id) {
 
 Result<std::shared_ptr<const EpochView>> Namespace::view_of(const NodeId& n) const {
   const Dataset* ds = dataset_of(n);
-  if (!ds || n.format >= view_formats().size()) return not_found();
+  if (!ds || !format_known(n)) return not_found();
   const uint64_t id = n.kind == NodeKind::view_entry ? entry_view(n.index) : n.index;
   return ds->views().get(*ds, static_cast<uint32_t>(id));
 }
@@ -53,7 +56,7 @@ Result<Attr> Namespace::view_attr(const NodeId& n) const {
     case NodeKind::epoch_dir: return dir_attr(ino, 0555, 1, mtime);
     case NodeKind::world_dir: return dir_attr(ino, 0555, static_cast<uint32_t>(n.index & 0xffff), mtime);
     case NodeKind::view: {
-      if (n.format >= view_formats().size()) return not_found();
+      if (!format_known(n)) return not_found();
       const ViewFormat& f = format_of(n);
       if (f.is_directory()) return dir_attr(ino, 0555, 0, mtime);
       auto v = view_of(n);
@@ -73,7 +76,7 @@ Result<Attr> Namespace::view_attr(const NodeId& n) const {
 
 Result<Attr> Namespace::view_lookup(const NodeId& p, std::string_view name) const {
   const Dataset* ds = dataset_of(p);
-  if (!ds) return not_found();
+  if (!ds || !format_known(p)) return not_found();
   switch (p.kind) {
     case NodeKind::epochs_dir: {
       auto e = parse_number(name);
@@ -110,7 +113,7 @@ Result<Attr> Namespace::view_lookup(const NodeId& p, std::string_view name) cons
 
 Status Namespace::view_readdir(const NodeId& n, uint64_t child, const Emit& emit) const {
   const Dataset* ds = dataset_of(n);
-  if (!ds) return not_found();
+  if (!ds || !format_known(n)) return not_found();
   switch (n.kind) {
     case NodeKind::epochs_dir:
       for (uint64_t e = child; e < ds->planner().config().epochs_listed; ++e)

@@ -1,5 +1,6 @@
 #include "fs/tar_format.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -31,10 +32,16 @@ void size_field(char* field, uint64_t size) {  // 12 bytes
   for (int i = 11; i >= 1; --i, size >>= 8) field[i] = static_cast<char>(size & 0xff);
 }
 
+// A text field (not NUL-terminated when full). memcpy's source must not be
+// null even for 0 bytes, and an empty string_view's data() may be.
+void text_field(char* field, std::string_view text, size_t width) {
+  if (!text.empty()) std::memcpy(field, text.data(), std::min(text.size(), width));
+}
+
 void one_header(std::string_view name, std::string_view prefix, uint64_t size, int64_t mtime_s, uint32_t mode,
                 char type, char* h) {
   std::memset(h, 0, kTarBlock);
-  std::memcpy(h, name.data(), std::min(name.size(), kNameLen));
+  text_field(h, name, kNameLen);
   octal(h + 100, 8, mode & 07777);
   octal(h + 108, 8, 0);  // uid
   octal(h + 116, 8, 0);  // gid
@@ -45,7 +52,7 @@ void one_header(std::string_view name, std::string_view prefix, uint64_t size, i
   std::memcpy(h + 263, "00", 2);
   std::memcpy(h + 265, "root", 4);
   std::memcpy(h + 297, "root", 4);
-  std::memcpy(h + 345, prefix.data(), std::min(prefix.size(), kPrefixLen));
+  text_field(h + 345, prefix, kPrefixLen);
   std::memset(h + 148, ' ', 8);  // checksum counts its own field as spaces
   unsigned sum = 0;
   for (size_t i = 0; i < kTarBlock; ++i) sum += static_cast<unsigned char>(h[i]);

@@ -1,7 +1,10 @@
 // The directory view <r>/: one file per position of rank r's stream, named
 // "<k>-<member name>" with k zero-padded to the width of the last position
 // (so `ls` and glob order is the epoch's order) and '/' and '%' escaped as
-// %2F and %25 (the name is one path component). Each entry reads its sample.
+// %2F and %25 (the name is one path component), cut to NAME_MAX bytes. Each
+// entry reads its sample.
+#include <limits.h>
+
 #include <charconv>
 #include <cstdio>
 
@@ -20,6 +23,19 @@ std::string escape_entry(const std::string& name) {
     else out += c;
   }
   return out;
+}
+
+// A member's relative path can be far longer than one name may be (NAME_MAX,
+// which statfs reports and lookups enforce; FUSE itself stops at 1 KiB): a
+// longer entry would be listed but could not be opened, nor copied to any
+// other file system. The cut keeps the position, which alone makes the name
+// unique, and ends on a UTF-8 character boundary.
+std::string within_name_max(std::string name) {
+  if (name.size() <= NAME_MAX) return name;
+  size_t cut = NAME_MAX;
+  while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
+  name.resize(cut);
+  return name;
 }
 
 class EntryFile final : public OpenFile {
@@ -46,7 +62,7 @@ class DirView final : public ViewFormat {
     const int width = static_cast<int>(std::to_string(v.count() > 0 ? v.count() - 1 : 0).size());
     char pos[32];
     std::snprintf(pos, sizeof pos, "%0*llu-", width, static_cast<unsigned long long>(k));
-    return pos + escape_entry(v.member_name(k));
+    return within_name_max(pos + escape_entry(v.member_name(k)));
   }
   std::optional<uint64_t> find_entry(const EpochView& v, std::string_view name) const override {
     auto dash = name.find('-');

@@ -89,5 +89,18 @@ TEST(Config, MemoryBudgetResolves) {
   EXPECT_FALSE(resolve_memory_budget("lots", 1000).is_ok());
 }
 
+// stod reads "nan" and "inf": neither is a share of memory (NaN used to pass
+// the range check and be converted to an integer, undefined behaviour).
+TEST(Config, MemoryBudgetRefusesNanAndInfiniteShares) {
+  for (const char* text : {"nan%", "NAN%", "-nan%", "inf%", "-inf%", "0%", "-0%", "1e999%"}) {
+    auto r = resolve_memory_budget(text, 1000);
+    ASSERT_FALSE(r.is_ok()) << text << " resolved to " << *r;
+    EXPECT_EQ(r.status().err(), EINVAL) << text;
+    EXPECT_NE(r.status().message().find(text), std::string::npos) << r.status().message();
+  }
+  EXPECT_EQ(*resolve_memory_budget("1e-300%", 1000), 0u);
+  EXPECT_EQ(*resolve_memory_budget("100%", 1000), 1000u);
+}
+
 }  // namespace
 }  // namespace dlfs::fs

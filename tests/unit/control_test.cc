@@ -35,7 +35,9 @@ class FakeDaemon : public ControlHandler {
   json status() override {
     ++status_calls;
     if (throw_in_status) throw std::runtime_error("status exploded");
-    return {{"pid", 42}, {"datasets", json::array()}};
+    json j = {{"pid", 42}, {"datasets", json::array()}};
+    if (!backend.empty()) j["backend"] = backend;
+    return j;
   }
   json stats() override { return {{"pid", 42}, {"memory", {{"rss_bytes", 1}}}}; }
   Result<json> verify(const std::string& dataset, const ProgressFn& progress) override {
@@ -64,6 +66,7 @@ class FakeDaemon : public ControlHandler {
   std::atomic<int> status_calls{0}, unmount_calls{0}, verify_calls{0};
   std::chrono::milliseconds verify_delay{0};
   bool throw_in_status = false, fail_unmount = false;
+  std::string backend;  // shown in status when set (a path: any bytes)
   std::mutex mu;
   std::string last_dataset;
 };
@@ -112,6 +115,18 @@ TEST_F(ControlTest, StatusStatsUnmountRoundTrip) {
   EXPECT_TRUE(call({{"cmd", "stats"}})->contains("memory"));
   EXPECT_TRUE(call({{"cmd", "unmount"}}).is_ok());
   EXPECT_EQ(daemon_.unmount_calls, 1);
+}
+
+// A path in an answer need not be UTF-8 (a backend directory named with other
+// bytes): the answer still goes out, those bytes as U+FFFD (it was an
+// "internal error" from json::dump; found by scenario 18).
+TEST_F(ControlTest, AnswersWithStringsThatAreNotUtf8StillGoOut) {
+  daemon_.backend = "/data/caf\xe9/\xff";
+  auto server = start();
+  auto st = call({{"cmd", "status"}});
+  ASSERT_TRUE(st.is_ok()) << st.status().message();
+  EXPECT_EQ((*st)["backend"], "/data/caf\xef\xbf\xbd/\xef\xbf\xbd");
+  EXPECT_EQ(json_text(json{{"a", "\xff"}}, 2), "{\n  \"a\": \"\xef\xbf\xbd\"\n}");
 }
 
 TEST_F(ControlTest, VerifyStreamsProgressBeforeTheResult) {

@@ -1,9 +1,11 @@
 // ViewRegistry (fs/view_registry.h): one id per (epoch, W, rank), the views
 // used most recently kept (16), clean errors for ids and keys that name no
-// view; and the Namespace's answers for view names that are not views.
+// view; and the Namespace's answers for view names and inode numbers that are
+// not views, names past NAME_MAX and entries of long member paths.
 #include "fs/view_registry.h"
 
 #include <fcntl.h>
+#include <limits.h>
 
 #include <set>
 #include <thread>
@@ -135,6 +137,80 @@ TEST_F(ViewRegistryTest, NamesThatAreNoViewAreNotFound) {
   ASSERT_TRUE(t0.is_ok() && again.is_ok() && t1.is_ok());
   EXPECT_EQ(t0->ino, again->ino);
   EXPECT_NE(t0->ino, t1->ino);
+}
+
+// Inode numbers the kernel never got from DLFS, with a format number no
+// format has: clean ENOENT from every operation (lookup and readdir threw
+// std::out_of_range; found by tests/fuzz/namespace_fuzz.cc).
+TEST_F(ViewRegistryTest, InodesOfUnregisteredFormatsAreNotFound) {
+  ASSERT_TRUE(resolve("ds/epochs/0/2/0.tar").is_ok());  // view id 0 exists
+  for (auto kind : {NodeKind::view, NodeKind::view_entry}) {
+    for (size_t format = view_formats().size(); format <= kMaxFormatNumber; ++format) {
+      const uint64_t ino = encode_ino(NodeId{kind, 0, 0, static_cast<uint8_t>(format)});
+      EXPECT_EQ(ns_->getattr(ino).status().err(), ENOENT) << format;
+      EXPECT_EQ(ns_->lookup(ino, "0").status().err(), ENOENT) << format;
+      EXPECT_EQ(ns_->readdir(ino, 0, [](auto, auto&, auto) { return true; }).err(), ENOENT) << format;
+      EXPECT_EQ(ns_->open(ino, O_RDONLY).status().err(), ENOENT) << format;
+      EXPECT_FALSE(ns_->getxattr(ino, "user.dlfs.seed").is_ok()) << format;
+    }
+  }
+}
+
+// Names longer than NAME_MAX (which FUSE passes on, up to 1 KiB) are
+// ENAMETOOLONG in every directory, as statfs's f_namemax says.
+TEST_F(ViewRegistryTest, NamesLongerThanNameMaxAreTooLong) {
+  for (const char* dir : {"", "ds", "ds/raw", "ds/epochs", "ds/epochs/0", "ds/epochs/0/2", "ds/epochs/0/2/0"}) {
+    auto d = resolve(dir);
+    ASSERT_TRUE(d.is_ok()) << dir;
+    EXPECT_EQ(ns_->lookup(d->ino, std::string(NAME_MAX, '1')).status().err(), ENOENT) << dir;
+    EXPECT_EQ(ns_->lookup(d->ino, std::string(NAME_MAX + 1, '1')).status().err(), ENAMETOOLONG) << dir;
+    EXPECT_EQ(ns_->lookup(d->ino, std::string(1024, '1')).status().err(), ENAMETOOLONG) << dir;
+  }
+}
+
+// Directory-view entries of samples whose paths are longer than one name may
+// be: cut to NAME_MAX bytes at a character boundary, still unique, found by
+// lookup and reading the sample (they were listed whole, and so could not be
+// opened; found by scenario 18 and tests/fuzz/namespace_fuzz.cc).
+TEST_F(ViewRegistryTest, LongMemberPathsGiveEntriesWithinNameMax) {
+  Generated g;
+  const std::string e_acute = "\xc3\xa9";  // two bytes of UTF-8
+  std::string utf8;
+  for (int i = 0; i < 120; ++i) utf8 += e_acute;
+  const std::vector<std::string> paths = {
+      std::string(250, 'a') + "/" + std::string(250, 'b') + "/" + std::string(250, 'c') + "/" + std::string(250, 'd') +
+          "/x.bin",
+      std::string(250, 'a') + "/" + std::string(250, 'b') + "/y.bin", "p%q/" + utf8 + "/" + utf8, "short.bin"};
+  for (size_t i = 0; i < paths.size(); ++i) {
+    std::string bytes(100 + i, static_cast<char>('0' + i));
+    tmp_.write_file("long/" + paths[i], bytes);
+    g.samples.push_back({paths[i], bytes});
+  }
+  std::sort(g.samples.begin(), g.samples.end(), [](const Sample& a, const Sample& b) { return a.member < b.member; });
+  PlanConfig p;
+  p.seed = 5;
+  open("long", g, p);
+  auto dir = resolve("ds/epochs/0/1/0");
+  ASSERT_TRUE(dir.is_ok()) << dir.status().message();
+  const auto order = planned(5, 0, g.samples.size(), 1, 0);
+  const auto names = list(dir->ino);
+  ASSERT_EQ(names.size(), order.size());
+  for (size_t k = 0; k < names.size(); ++k) {
+    std::string full = std::to_string(k) + "-";
+    for (char c : g.samples[order[k]].member) full += c == '/' ? "%2F" : c == '%' ? "%25" : std::string(1, c);
+    const std::string& name = names[k];
+    EXPECT_LE(name.size(), size_t{NAME_MAX}) << full;
+    EXPECT_EQ(full.compare(0, name.size(), name), 0) << name << " is not the start of " << full;
+    if (full.size() > NAME_MAX) EXPECT_GE(name.size(), size_t{NAME_MAX - 3}) << "cut more than a character";
+    else EXPECT_EQ(name, full);
+    if (name.size() < full.size()) EXPECT_NE(static_cast<unsigned char>(full[name.size()]) & 0xC0, 0x80u)
+        << "cut inside a UTF-8 character";
+    auto a = ns_->lookup(dir->ino, name);
+    ASSERT_TRUE(a.is_ok()) << name << ": " << a.status().message();
+    auto o = ns_->open(a->ino, O_RDONLY);
+    ASSERT_TRUE(o.is_ok() && o->file);
+    EXPECT_EQ(read_all(*o->file, 64), g.samples[order[k]].bytes) << name;
+  }
 }
 
 }  // namespace
