@@ -96,7 +96,7 @@ stop_daemon "$DAEMON_PID" "$WORK/mnt"
 #    peer's memory, nothing from the backend.
 PB=$((20000 + RANDOM % 20000))
 PEERS="127.0.0.1:$PB,127.0.0.1:$((PB + 1))"
-(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$WORK/token")
+make_token "$WORK/token"
 export UCX_TLS=posix,cma,sysv,tcp UCX_WARN_UNUSED_ENV_VARS=n
 for i in 0 1; do
   start_daemon "$WORK/c$i" "$WORK/c$i.log" --backend "$WORK/mixed" --name m --format lmdb --seed 9 \

@@ -101,7 +101,7 @@ log "tmpfs refused and left mounted: $(echo "$SECOND_OUT" | tail -1)"
 export UCX_TLS=${DLFS_CRASH_UCX_TLS:-posix,cma,sysv,tcp} UCX_WARN_UNUSED_ENV_VARS=n
 PORT_BASE=$((20000 + RANDOM % 20000))
 PEERS=127.0.0.1:$PORT_BASE,127.0.0.1:$((PORT_BASE + 1)),127.0.0.1:$((PORT_BASE + 2))
-(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$WORK/token")
+make_token "$WORK/token"
 # node_args I: node I's dlfsd arguments (the same at the restart), in NODE_ARGS.
 node_args() {
   NODE_ARGS=(--backend "$WORK/data" --name ds --seed 5 --extent-size 256KiB --memory-budget 1G

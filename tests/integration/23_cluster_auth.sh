@@ -15,10 +15,8 @@ PORT_BASE=$((20000 + RANDOM % 20000))
 ABUSE="$(dirname "$0")/port_abuse.py"
 
 "$PYTHON" "$GEN_DATASET" files "$WORK/data" --count 600 --size 30K --size-jitter 0.9 --dirs 4 --seed 8 >/dev/null
-umask 077
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$WORK/token"
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$WORK/wrong-token"
-umask 022
+make_token "$WORK/token"
+make_token "$WORK/wrong-token"
 ADDRS=()
 for i in $(seq 0 $((N - 1))); do ADDRS+=("127.0.0.1:$((PORT_BASE + i))"); done
 PEERS=$(IFS=,; echo "${ADDRS[*]}")

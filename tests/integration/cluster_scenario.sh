@@ -21,10 +21,8 @@ N=3
 PORT_BASE=$((20000 + RANDOM % 20000))
 
 "$PYTHON" "$GEN_DATASET" files "$WORK/data" --count 900 --size 30K --size-jitter 0.9 --dirs 6 --seed 4 >/dev/null
-umask 077
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$WORK/token"
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$WORK/wrong-token"
-umask 022
+make_token "$WORK/token"
+make_token "$WORK/wrong-token"
 
 ADDRS=()
 if [ "$MODE" = netns ]; then

@@ -136,6 +136,11 @@ stat_field() {
   "$PYTHON" -c 'import json,sys; s=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1/.dlfs/stats" "$2"
 }
 
+# make_token FILE: a fresh job token (32 random bytes, hex) only its owner can read.
+make_token() {
+  (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$1")
+}
+
 # same_tree A B: every regular file of A has identical bytes in B (SHA-256),
 # and B has no file A does not have.
 same_tree() {
