@@ -8,6 +8,21 @@
 namespace dlfs::fs {
 namespace {
 
+// A name is the last field of a tab-separated line: a backend file name may
+// hold any byte but '/' and NUL, so tab, newline, carriage return and the
+// backslash itself are written as \t, \n, \r and \\ (docs/views.md).
+void append_escaped(std::string& out, const std::string& name) {
+  for (char c : name) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '\t': out += "\\t"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      default: out += c;
+    }
+  }
+}
+
 std::string index_text(const EpochView& v) {
   const Dataset& ds = v.dataset();
   const plan::Planner& p = ds.planner();
@@ -29,7 +44,7 @@ std::string index_text(const EpochView& v) {
     t += '\t';
     t += std::to_string(v.sample_length(k));
     t += '\t';
-    t += v.member_name(k);
+    append_escaped(t, v.member_name(k));
     t += '\n';
   }
   return t;
