@@ -226,8 +226,11 @@ DAEMON_CMD=("$DLFSD" --config "$CONFIG" --mountpoint "$MNT" --token-file "$TOKEN
 DAEMON_CMD+=(${DLFSD_ARGS[@]+"${DLFSD_ARGS[@]}"})
 log "starting dlfsd on $NODES nodes (${SLURM_JOB_NODELIST:-?}); output in $LOG"
 # dlfsd stays in the foreground and unmounts on SIGTERM: the step lives as long as the daemons.
+# Appending (after emptying the file once): the unmount step's output is
+# appended too, and a writer at its own offset would overwrite it.
+: >"$LOG" || die "cannot write the daemons' log '$LOG' (--log)"
 srun "${PER_NODE[@]}" ${CPUS:+--cpus-per-task="$CPUS"} --job-name=dlfsd --label \
-  "${DAEMON_CMD[@]}" </dev/null >"$LOG" 2>&1 &
+  "${DAEMON_CMD[@]}" </dev/null >>"$LOG" 2>&1 &
 DAEMON_PID=$!
 
 # Ready when every node's mount answers (.dlfs/stats exists once mounted; the
