@@ -8,9 +8,10 @@
 #     token is removed and the default log is in the submit directory.
 #  B. sbatch --export=NONE, a command that exits 3: the job fails with 3,
 #     and the launcher still unmounted and stopped the daemon.
-#  C. scancel while the command holds a file of the mount open: dlfs-ctl
-#     reaches the daemon through `srun --jobid --overlap` first; after the
-#     cancel nothing is mounted and no dlfsd is left.
+#  C. a job of user nobody (the daemon mounts through fusermount3): its task
+#     reads its view, dlfs-ctl reaches the daemon through
+#     `srun --jobid --overlap`, then scancel while the command holds a file of
+#     the mount open: nothing is mounted and no dlfsd is left.
 # Skips (77) only where the Slurm daemons cannot start, with their logs.
 DLFS_SCENARIO_TIMEOUT=${DLFS_SCENARIO_TIMEOUT:-840}  # apt-get may be slow; meson allows 900 s
 source "$(dirname "$0")/lib.sh"
@@ -36,10 +37,10 @@ format = "files"
 seed = 11
 EOF
 
-# no_daemon_left WHAT: after a job, nothing is mounted at MNT and no dlfsd serves it.
+# no_daemon_left DIR WHAT: after a job, nothing is mounted at DIR and no dlfsd serves it.
 no_daemon_left() {
-  if grep -q " $MNT fuse" /proc/mounts; then fail "$1: $MNT still mounted after the job"; fi
-  if pgrep -f -- "--mountpoint $MNT" >/dev/null; then fail "$1: a dlfsd is left after the job: $(pgrep -a -f -- "--mountpoint $MNT")"; fi
+  if grep -q " $1 fuse" /proc/mounts; then fail "$2: $1 still mounted after the job"; fi
+  if pgrep -f -- "--mountpoint $1" >/dev/null; then fail "$2: a dlfsd is left after the job: $(pgrep -a -f -- "--mountpoint $1")"; fi
 }
 # job_failed WHAT OUTPUT: the failure, with the job's output and the Slurm logs.
 job_failed() { cat "$2" >&2; slurm_tails; fail "$1"; }
@@ -52,6 +53,7 @@ cat >"$WORK/job_a.sh" <<EOF
 exec "$LAUNCH" --config "$WORK/job.toml" --mountpoint "$MNT" \\
   -- "$PYTHON" "$HERE/check_slurm_rank.py" "$MNT" d "$WORK/data" "$WORK/out" --daemon-env "DLFS_IT_MARK=$MARK"
 EOF
+t0=$SECONDS
 # HOME: where the launcher puts its default token ($HOME/.dlfs/JOB.token).
 DLFS_IT_MARK=$MARK HOME=$WORK/home slurm_submit --ntasks=2 --mem=512M --job-name=dlfs-a -o "$WORK/a.out" "$WORK/job_a.sh"
 A=$SLURM_JOB
@@ -67,8 +69,8 @@ LC_ALL=C sort -u "$WORK/out/rank0.names" "$WORK/out/rank1.names" | cmp -s - "$WO
   fail "job A: the two ranks' views together are not the dataset's $N samples"
 grep -q "^0: .* mounted at $MNT " "$WORK/dlfsd-$A.log" || job_failed "job A: no daemon log in the submit directory" "$WORK/a.out"
 [ -z "$(ls -A "$WORK/home/.dlfs")" ] || fail "job A: the default token is left: $(ls "$WORK/home/.dlfs")"
-no_daemon_left "job A"
-log "A: job $A mounted, 2 tasks read their views, unmounted"
+no_daemon_left "$MNT" "job A"
+log "A: job $A mounted, 2 tasks read their views, unmounted ($((SECONDS - t0)) s)"
 
 # B: sbatch --export=NONE (the job starts with a login environment, and srun
 # with none), a command that reads the mount and exits 3.
@@ -78,6 +80,7 @@ export DLFSD="$DLFSD" DLFS_CTL="$DLFS_CTL"
 exec "$LAUNCH" --config "$WORK/job.toml" --mountpoint "$MNT" --token-file "$WORK/b.token" --log "$WORK/b-dlfsd.log" \\
   -- /bin/sh -c "exec 3<'$MNT/d/epochs/0/1/0.index' && exit 3"
 EOF
+t0=$SECONDS
 slurm_submit --export=NONE --ntasks=1 --mem=256M --job-name=dlfs-b -o "$WORK/b.out" "$WORK/job_b.sh"
 B=$SLURM_JOB
 slurm_wait_job "$B"
@@ -86,30 +89,43 @@ if [ "$JOB_STATE" != FAILED ] || [ "$(job_field "$B" ExitCode)" != 3:0 ]; then
 fi
 grep -q "command exited with status 3" "$WORK/b.out" || job_failed "job B: the launcher did not report status 3" "$WORK/b.out"
 grep -q "SLURM_EXPORT_ENV=NONE" "$WORK/b.out" || job_failed "job B: no word about --export=NONE" "$WORK/b.out"
-no_daemon_left "job B"
-log "B: job $B under --export=NONE: status 3 passed on, unmounted"
+no_daemon_left "$MNT" "job B"
+log "B: job $B under --export=NONE: status 3 passed on, unmounted ($((SECONDS - t0)) s)"
 
-# C: scancel while the command holds the mount busy.
+# C: an unprivileged user's job, as on a real cluster (the daemon mounts with
+# fusermount3): its task checks its view, then holds the mount busy until
+# scancel.
+id nobody >/dev/null 2>&1 || fail "no user 'nobody' to run job C as"
+CDIR=$WORK/c
+CMNT=$CDIR/mnt
+MOUNTS+=("$CMNT")
+mkdir -p "$CDIR"
+chown nobody:nogroup "$CDIR"
 cat >"$WORK/job_c.sh" <<EOF
 #!/bin/bash
-exec "$LAUNCH" --config "$WORK/job.toml" --mountpoint "$MNT" --token-file "$WORK/c.token" --log "$WORK/c-dlfsd.log" \\
-  -- bash -c 'exec 3<"\$0/d/epochs/0/1/0.tar" && touch "\$1" && for _ in \$(seq 1 600); do sleep 0.2; done' "$MNT" "$WORK/c.started"
+exec "$LAUNCH" --config "$WORK/job.toml" --mountpoint "$CMNT" --token-file "$CDIR/token" --log "$CDIR/dlfsd.log" \\
+  -- bash -c '"\$1" "\$2" "\$0" d "\$3" "\$4" && exec 3<"\$0/d/epochs/0/1/0.tar" && cd "\$0/d" && touch "\$4/started" &&
+              for _ in \$(seq 1 600); do sleep 0.2; done' "$CMNT" "$PYTHON" "$HERE/check_slurm_rank.py" "$WORK/data" "$CDIR"
 EOF
-slurm_submit --ntasks=1 --mem=256M --job-name=dlfs-c -o "$WORK/c.out" "$WORK/job_c.sh"
+t0=$SECONDS
+slurm_submit --uid=nobody --gid=nogroup --ntasks=1 --mem=256M --job-name=dlfs-c -o "$CDIR/out" "$WORK/job_c.sh"
 C=$SLURM_JOB
 for _ in $(seq 1 600); do
-  [ -e "$WORK/c.started" ] && break
-  case $(job_field "$C" JobState) in PENDING|CONFIGURING|RUNNING) sleep 0.1 ;; *) job_failed "job C ended before its command started" "$WORK/c.out" ;; esac
+  [ -e "$CDIR/started" ] && break
+  case $(job_field "$C" JobState) in PENDING|CONFIGURING|RUNNING) sleep 0.1 ;; *) job_failed "job C ended before its command started" "$CDIR/out" ;; esac
 done
-[ -e "$WORK/c.started" ] || job_failed "job C: the command did not start within 60 s" "$WORK/c.out"
-# As docs/deploy.md says: reach a job's daemon from outside with an overlapping step.
-status=$(srun --jobid="$C" --overlap --nodes=1 --ntasks=1 -w "$(hostname -s)" \
-  "$DLFS_CTL" --socket "/tmp/dlfs-$(id -u)/job$C.sock" status 2>&1) || fail "dlfs-ctl status through srun --overlap: $status"
-echo "$status" | grep -q "at $MNT, up" || fail "dlfs-ctl status names no mount at $MNT: $status"
+[ -e "$CDIR/started" ] || job_failed "job C: the command did not start within 60 s" "$CDIR/out"
+grep -q "^rank 0 of 1: $N members equal the backend" "$CDIR/out" || job_failed "job C: the view check did not pass" "$CDIR/out"
+# As docs/deploy.md says: the job's user reaches its daemon from outside the
+# job with an overlapping step (root may not start steps in another's job).
+status=$(setpriv --reuid=nobody --regid=nogroup --clear-groups srun --jobid="$C" --overlap --nodes=1 --ntasks=1 \
+  -w "$(hostname -s)" "$DLFS_CTL" --socket "/tmp/dlfs-$(id -u nobody)/job$C.sock" status 2>&1) ||
+  fail "dlfs-ctl status through srun --overlap: $status"
+echo "$status" | grep -q "at $CMNT, up" || fail "dlfs-ctl status names no mount at $CMNT: $status"
 scancel "$C"
 slurm_wait_job "$C" 60
-[ "$JOB_STATE" = CANCELLED ] || job_failed "job C ended $JOB_STATE after scancel" "$WORK/c.out"
-no_daemon_left "job C (scancel)"
-grep -q "^0: .* unmounting $MNT" "$WORK/c-dlfsd.log" || { cat "$WORK/c-dlfsd.log" >&2; fail "job C: the daemon did not unmount on the cancel"; }
-log "C: job $C cancelled with the mount busy: unmounted, no daemon left"
+[ "$JOB_STATE" = CANCELLED ] || job_failed "job C ended $JOB_STATE after scancel" "$CDIR/out"
+no_daemon_left "$CMNT" "job C (scancel)"
+grep -q "^0: .* unmounting $CMNT" "$CDIR/dlfsd.log" || { cat "$CDIR/dlfsd.log" >&2; fail "job C: the daemon did not unmount on the cancel"; }
+log "C: job $C of user nobody cancelled with the mount busy: unmounted, no daemon left ($((SECONDS - t0)) s)"
 log "ok"
