@@ -47,8 +47,9 @@ UCX_NET_DEVICES and other UCX_* variables reach the daemons: their steps get
 this script's environment (--export=ALL, also under sbatch --export=NONE).
 COMMAND's step follows the job's own --export setting.
 
-Each daemon's control socket is /tmp/dlfs-$UID/job$SLURM_JOB_ID.sock on its node:
-  srun --overlap --nodes=1 --ntasks=1 -w NODE dlfs-ctl --socket /tmp/dlfs-$(id -u)/job$SLURM_JOB_ID.sock status
+Each daemon's control socket is /tmp/dlfs-$UID/job$SLURM_JOB_ID.sock on its node.
+From another shell, as the job's user (root may not start steps in others' jobs):
+  srun --jobid=JOB --overlap --nodes=1 --ntasks=1 -w NODE dlfs-ctl --socket /tmp/dlfs-$(id -u)/jobJOB.sock status
 
 Example (sbatch script):
   #SBATCH --nodes=4 --ntasks-per-node=8 --mem=0
