@@ -22,6 +22,11 @@ LAUNCH=$(cd "$HERE/../.." && pwd)/deploy/dlfs-slurm-launch.sh
 slurm_install
 slurm_up
 cd "$WORK"  # the jobs' submit directory: the launcher's default log goes here
+# The daemons' socket directories, /tmp/dlfs-UID: removed at the end if this
+# scenario made them (rmdir: only when empty, never another job's sockets).
+for uid in 0 "$(id -u nobody 2>/dev/null || echo 65534)"; do
+  [ -e "/tmp/dlfs-$uid" ] || CLEANUP_HOOKS+=("rmdir /tmp/dlfs-$uid 2>/dev/null")
+done
 
 N=301
 "$PYTHON" "$GEN_DATASET" files "$WORK/data" --count $N --size 6K --size-jitter 0.7 --dirs 5 --seed 8 >/dev/null
