@@ -106,14 +106,28 @@ CMNT=$CDIR/mnt
 MOUNTS+=("$CMNT")
 mkdir -p "$CDIR"
 chown nobody:nogroup "$CDIR"
+chmod -R a+rX "$WORK/data" "$WORK/job.toml"  # whatever the umask
+as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
+# The programs, where nobody can run them: in place, or (a checkout under a
+# private home) byte-identical copies.
+C_LAUNCH=$LAUNCH C_CHECK=$HERE/check_slurm_rank.py C_DLFSD=$DLFSD C_CTL=$DLFS_CTL
+# shellcheck disable=SC2016  # expanded by the inner sh
+if ! as_nobody sh -c 'test -r "$1" && test -r "$2" && test -x "$3" && test -x "$4"' _ "$C_LAUNCH" "$C_CHECK" "$C_DLFSD" "$C_CTL"; then
+  mkdir -m 755 "$WORK/bin"
+  cp "$LAUNCH" "$HERE/check_slurm_rank.py" "$HERE/checklib.py" "$DLFSD" "$DLFS_CTL" "$WORK/bin/"
+  chmod a+rX "$WORK/bin"/*
+  C_LAUNCH=$WORK/bin/$(basename "$LAUNCH") C_CHECK=$WORK/bin/check_slurm_rank.py
+  C_DLFSD=$WORK/bin/$(basename "$DLFSD") C_CTL=$WORK/bin/$(basename "$DLFS_CTL")
+  log "C: user nobody cannot reach the checkout: it runs copies in $WORK/bin"
+fi
 cat >"$WORK/job_c.sh" <<EOF
 #!/bin/bash
-exec "$LAUNCH" --config "$WORK/job.toml" --mountpoint "$CMNT" --token-file "$CDIR/token" --log "$CDIR/dlfsd.log" \\
+exec "$C_LAUNCH" --config "$WORK/job.toml" --mountpoint "$CMNT" --token-file "$CDIR/token" --log "$CDIR/dlfsd.log" \\
   -- bash -c '"\$1" "\$2" "\$0" d "\$3" "\$4" && exec 3<"\$0/d/epochs/0/1/0.tar" && cd "\$0/d" && touch "\$4/started" &&
-              for _ in \$(seq 1 600); do sleep 0.2; done' "$CMNT" "$PYTHON" "$HERE/check_slurm_rank.py" "$WORK/data" "$CDIR"
+              for _ in \$(seq 1 600); do sleep 0.2; done' "$CMNT" "$PYTHON" "$C_CHECK" "$WORK/data" "$CDIR"
 EOF
 t0=$SECONDS
-slurm_submit --uid=nobody --gid=nogroup --ntasks=1 --mem=256M --job-name=dlfs-c -o "$CDIR/out" "$WORK/job_c.sh"
+DLFSD=$C_DLFSD DLFS_CTL=$C_CTL slurm_submit --uid=nobody --gid=nogroup --ntasks=1 --mem=256M --job-name=dlfs-c -o "$CDIR/out" "$WORK/job_c.sh"
 C=$SLURM_JOB
 for _ in $(seq 1 600); do
   [ -e "$CDIR/started" ] && break
@@ -123,10 +137,10 @@ done
 grep -q "^rank 0 of 1: $N members equal the backend" "$CDIR/out" || job_failed "job C: the view check did not pass" "$CDIR/out"
 # As docs/deploy.md says: the job's user reaches its daemon from outside the
 # job with an overlapping step (root may not start steps in another's job).
-status=$(setpriv --reuid=nobody --regid=nogroup --clear-groups srun --jobid="$C" --overlap --nodes=1 --ntasks=1 \
-  -w "$(hostname -s)" "$DLFS_CTL" --socket "/tmp/dlfs-$(id -u nobody)/job$C.sock" status 2>&1) ||
+status=$(as_nobody srun --jobid="$C" --overlap --nodes=1 --ntasks=1 \
+  -w "$(hostname -s)" "$C_CTL" --socket "/tmp/dlfs-$(id -u nobody)/job$C.sock" status 2>&1) ||
   fail "dlfs-ctl status through srun --overlap: $status"
-echo "$status" | grep -q "at $CMNT, up" || fail "dlfs-ctl status names no mount at $CMNT: $status"
+grep -q "at $CMNT, up" <<<"$status" || fail "dlfs-ctl status names no mount at $CMNT: $status"
 scancel "$C"
 slurm_wait_job "$C" 60
 [ "$JOB_STATE" = CANCELLED ] || job_failed "job C ended $JOB_STATE after scancel" "$CDIR/out"
