@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # deploy/dlfs-slurm-launch.sh, unmodified, under a real Slurm: Debian's
 # slurm-wlm (22.05) and munge on this host (slurm_lib.sh), jobs sent with sbatch.
-#  A. sbatch -n2: the launcher mounts, each srun task (SLURM_PROCID of
+#  A. sbatch -n2 (-n1 on one CPU): the launcher mounts, each srun task (SLURM_PROCID of
 #     SLURM_NTASKS) reads its rank's epoch tar and finds the backend's bytes,
 #     the ranks together cover the dataset, the daemon got the job's
 #     environment; then nothing is mounted, no dlfsd is left, the default
@@ -52,6 +52,8 @@ job_failed() { cat "$2" >&2; slurm_tails; fail "$1"; }
 
 # A: the common case, the job's environment exported (sbatch's default).
 mkdir -p "$WORK/out" "$WORK/home"
+# Two tasks (ranks), or one on a one-CPU machine: each task needs a CPU.
+W=$(( $(sinfo -h -N -o %c | head -n 1) >= 2 ? 2 : 1 ))
 MARK="slurm-it-$RANDOM"
 cat >"$WORK/job_a.sh" <<EOF
 #!/bin/bash
@@ -60,22 +62,22 @@ exec "$LAUNCH" --config "$WORK/job.toml" --mountpoint "$MNT" \\
 EOF
 t0=$SECONDS
 # HOME: where the launcher puts its default token ($HOME/.dlfs/JOB.token).
-DLFS_IT_MARK=$MARK HOME=$WORK/home slurm_submit --ntasks=2 --mem=512M --job-name=dlfs-a -o "$WORK/a.out" "$WORK/job_a.sh"
+DLFS_IT_MARK=$MARK HOME=$WORK/home slurm_submit --ntasks=$W --mem=512M --job-name=dlfs-a -o "$WORK/a.out" "$WORK/job_a.sh"
 A=$SLURM_JOB
 slurm_wait_job "$A"
 if [ "$JOB_STATE" != COMPLETED ] || [ "$(job_field "$A" ExitCode)" != 0:0 ]; then
   job_failed "job A ended $JOB_STATE, exit code $(job_field "$A" ExitCode)" "$WORK/a.out"
 fi
-for r in 0 1; do
-  grep -q "^rank $r of 2: $(((N + 1) / 2)) members equal the backend" "$WORK/a.out" || job_failed "job A: rank $r did not check its view" "$WORK/a.out"
+for r in $(seq 0 $((W - 1))); do
+  grep -q "^rank $r of $W: $(((N + W - 1) / W)) members equal the backend" "$WORK/a.out" || job_failed "job A: rank $r did not check its view" "$WORK/a.out"
 done
 (cd "$WORK/data" && find . -type f | sed 's|^\./||' | LC_ALL=C sort) >"$WORK/all.names"
-LC_ALL=C sort -u "$WORK/out/rank0.names" "$WORK/out/rank1.names" | cmp -s - "$WORK/all.names" ||
-  fail "job A: the two ranks' views together are not the dataset's $N samples"
+LC_ALL=C sort -u "$WORK"/out/rank*.names | cmp -s - "$WORK/all.names" ||
+  fail "job A: the $W ranks' views together are not the dataset's $N samples"
 grep -q "^0: .* mounted at $MNT " "$WORK/dlfsd-$A.log" || job_failed "job A: no daemon log in the submit directory" "$WORK/a.out"
 [ -z "$(ls -A "$WORK/home/.dlfs")" ] || fail "job A: the default token is left: $(ls "$WORK/home/.dlfs")"
 no_daemon_left "$MNT" "job A"
-log "A: job $A mounted, 2 tasks read their views, unmounted ($((SECONDS - t0)) s)"
+log "A: job $A mounted, $W tasks read their views, unmounted ($((SECONDS - t0)) s)"
 
 # B: sbatch --export=NONE (the job starts with a login environment, and srun
 # with none), a command that reads the mount and exits 3.
