@@ -12,7 +12,8 @@
 #     reads its view, dlfs-ctl reaches the daemon through
 #     `srun --jobid --overlap`, then scancel while the command holds a file of
 #     the mount open: nothing is mounted and no dlfsd is left.
-# Skips (77) only where the Slurm daemons cannot start, with their logs.
+# Skips (77) only where Slurm cannot be installed or its daemons cannot start,
+# saying why (apt-get's or the daemons' log tails).
 DLFS_SCENARIO_TIMEOUT=${DLFS_SCENARIO_TIMEOUT:-840}  # apt-get may be slow; meson allows 900 s
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/slurm_lib.sh"
