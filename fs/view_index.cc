@@ -32,7 +32,8 @@ std::string index_text(const EpochView& v) {
                   " samples=" + std::to_string(v.count()) + " seed=" + std::to_string(p.seed()) +
                   " remainder=" + p.remainder_name() + " order=" + p.order_name() + " rounds=" +
                   std::to_string(v.rounds()) + " shuffle_ratio=" + v.xattr("user.dlfs.shuffle_ratio") +
-                  " rl=" + v.xattr("user.dlfs.rl") + "\n";
+                  " rl=" + v.xattr("user.dlfs.rl") +
+                  (ds.manifest().samples_grouped() ? " group_by=" + ds.manifest().options().group_by : "") + "\n";
   const auto tar = TarLayout::of(v);
   t.reserve(t.size() + v.count() * 48);
   for (uint64_t k = 0; k < v.count(); ++k) {
@@ -40,9 +41,10 @@ std::string index_text(const EpochView& v) {
     t += '\t';
     t += std::to_string(v.sample_at(k));
     t += '\t';
-    t += std::to_string(tar->data_offset(v, k));
+    const TarLayout::Span span = tar->index_span(v, k);
+    t += std::to_string(span.offset);
     t += '\t';
-    t += std::to_string(v.sample_length(k));
+    t += std::to_string(span.length);
     t += '\t';
     append_escaped(t, v.member_name(k));
     t += '\n';
