@@ -18,6 +18,7 @@ import zlib
 
 BLOCK = 512
 DEFAULT_CHUNK = 8 << 20  # bytes per pread: large reads keep FUSE and the disk streaming
+DIRECT_MIN = 128 << 10  # members this large are read straight into their bytes (one copy, not two)
 _ZERO_BLOCK = bytes(BLOCK)
 _REGULAR = (48, 0, 55)  # '0', NUL (old tars), '7' (contiguous file): regular files to every reader
 _EXTENDED = (120, 76, 103)  # 'x' (pax), 'L' (GNU long name), 'g' (pax global)
@@ -79,10 +80,12 @@ def _pax_records(data, path, offset):
     return out
 
 
-def _fill(fd, mv, pos, fill, base, end, need):
+def _fill(fd, mv, pos, fill, base, end, need, greedy=True):
     """Moves the unconsumed buf[pos:fill] to the front and reads after it,
     as much as the buffer holds, until it has `need` bytes or the range
-    ends. Returns (fill, base) with pos now 0 (base: the file offset of buf[0]).
+    ends (greedy=False: only up to `need`, when the next member's data will be
+    read directly). Returns (fill, base) with pos now 0 (base: the file
+    offset of buf[0]).
 
     One buffer for the whole range: on this kind of machine a fresh 8 MiB
     allocation per chunk costs more in page faults than reading it."""
@@ -91,7 +94,7 @@ def _fill(fd, mv, pos, fill, base, end, need):
         mv[:tail] = mv[pos:fill]
     base, fill = base + pos, tail
     while fill < need:
-        want = min(len(mv) - fill, end - base - fill)
+        want = min((len(mv) if greedy else need) - fill, end - base - fill)
         if want <= 0:
             break
         got = os.preadv(fd, [mv[fill:fill + want]], base + fill)
@@ -101,45 +104,49 @@ def _fill(fd, mv, pos, fill, base, end, need):
     return fill, base
 
 
-def _read_large(fd, path, mv, body, fill, at, size, end):
-    """A member bigger than the buffer (header at file offset `at`, data at
-    mv[body:] onwards): what the buffer holds, then the rest read straight
-    into the result."""
+def _read_direct(fd, path, at, size, end):
+    """The data of the member whose header is at `at`, read by the kernel
+    straight into the bytes object returned: for large members the copy out
+    of the buffer would cost as much as the read itself."""
     data_off = at + BLOCK
     if data_off + padded(size) > end:
         raise TarFormatError(path, at, f"truncated: the member at this offset has {size} bytes of data, "
                              f"the stream ends after {max(0, end - data_off)}")
-    out = bytearray(size)
-    have = min(size, fill - body)
-    out[:have] = mv[body:body + have]
-    omv = memoryview(out)
-    while have < size:
-        want = min(size - have, end - data_off - have)
-        got = os.preadv(fd, [omv[have:have + want]], data_off + have) if want > 0 else 0
-        if not got:
-            raise TarFormatError(path, at, f"truncated: the member at this offset has {size} bytes of data, "
-                                 f"the stream ends after {have}")
-        have += got
-    return bytes(out)
+    data = os.pread(fd, size, data_off)
+    if len(data) < size:  # a short read (EOF, or a huge read split): the rest, then one join
+        parts = [data]
+        have = len(data)
+        while have < size:
+            more = os.pread(fd, size - have, data_off + have)
+            if not more:
+                raise TarFormatError(path, at, f"truncated: the member at this offset has {size} bytes of data, "
+                                     f"the stream ends after {have}")
+            parts.append(more)
+            have += len(more)
+        data = b"".join(parts)
+    return data
 
 
-def iter_members(fd, path, begin=0, end=None, chunk=DEFAULT_CHUNK):
+def iter_members(fd, path, begin=0, end=None, chunk=DEFAULT_CHUNK, buffer=None):
     """Yields (name, data) for each regular member of the tar stream in bytes
     [begin, end) of the open file `fd` (`path` names it in errors). `begin`
     must be a member boundary; the range may stop at any member boundary
-    (a worker's block) or run to the end-of-archive blocks.
+    (a worker's block) or run to the end-of-archive blocks. `buffer` (a
+    writable memoryview) replaces the chunk-sized buffer this would allocate
+    (and zero): pass one when parsing many ranges.
 
     One loop with local variables: on 3 KiB members the per-member work is
     what limits the rate, so nothing here is a call it need not be."""
     if end is None:
         end = os.fstat(fd).st_size
-    mv = memoryview(bytearray(chunk))
+    mv = buffer if buffer is not None else memoryview(bytearray(max(BLOCK, min(chunk, end - begin))))
     pos = fill = 0
     base = begin  # the file offset of mv[0]
     long_name = pax = None
+    direct = False  # the last member was large: read headers alone, data straight into its bytes
     while True:
         if fill - pos < BLOCK:
-            fill, base = _fill(fd, mv, pos, fill, base, end, BLOCK)
+            fill, base = _fill(fd, mv, pos, fill, base, end, BLOCK, not direct)
             pos = 0
             if fill == 0:
                 if base < end:
@@ -161,17 +168,19 @@ def iter_members(fd, path, begin=0, end=None, chunk=DEFAULT_CHUNK):
             size, long_name = _apply_pax(pax, path, at, size, long_name)
             pax = None
         need = BLOCK + ((size + BLOCK - 1) & ~(BLOCK - 1))
-        if fill - pos < need <= len(mv):
-            fill, base = _fill(fd, mv, pos, fill, base, end, need)
-            pos = 0
-            if fill < need:
-                raise TarFormatError(path, at, f"truncated: the member at this offset needs {need} bytes "
-                                     f"(header, {size} bytes of data, padding), the stream ends after {fill}")
+        if fill - pos < need:
+            direct = size >= DIRECT_MIN or need > len(mv)
+            if not direct:
+                fill, base = _fill(fd, mv, pos, fill, base, end, need)
+                pos = 0
+                if fill < need:
+                    raise TarFormatError(path, at, f"truncated: the member at this offset needs {need} bytes "
+                                         f"(header, {size} bytes of data, padding), the stream ends after {fill}")
         if fill - pos >= need:
             body = mv[pos + BLOCK:pos + BLOCK + size].tobytes()
             pos += need
-        else:  # bigger than the buffer: read past it, then start afresh after the member
-            body = _read_large(fd, path, mv, pos + BLOCK, fill, at, size, end)
+        else:
+            body = _read_direct(fd, path, at, size, end)
             pos, fill, base = 0, 0, at + need
         if kind in _EXTENDED:  # pax 'x', GNU 'L': they name the next member; pax 'g': ignored
             if kind == 76:

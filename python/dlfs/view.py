@@ -43,20 +43,21 @@ class TarView:
                              "(docs/views.md): it can only be read whole, by one reader "
                              f"(here num_workers={num_workers}, start={self.start})")
         fd = os.open(self.path, os.O_RDONLY)
+        buffer = memoryview(bytearray(self.chunk))  # one for all blocks: a fresh one costs its zeroing
         try:
-            for first, end in worker_blocks(self.blocks, worker, num_workers):
-                yield from group_members(self._block_members(fd, first, end))
+            for first, end in _coalesced(worker_blocks(self.blocks, worker, num_workers)):
+                yield from group_members(self._block_members(fd, buffer, first, end))
         finally:
             os.close(fd)
 
-    def _block_members(self, fd, first, end):
+    def _block_members(self, fd, buffer, first, end):
         """The members of samples [first, end), checked against the index."""
         lo, hi = self.group_first[first], self.group_first[end]
         if self.index.opportunistic:  # the stream's own order: only the count can be checked
-            members = iter_members(fd, self.path, 0, None, self.chunk)
+            members = iter_members(fd, self.path, 0, None, buffer=buffer)
             expected = None
         else:
-            members = iter_members(fd, self.path, self.group_begin[first], self.group_begin[end], self.chunk)
+            members = iter_members(fd, self.path, self.group_begin[first], self.group_begin[end], buffer=buffer)
             expected = iter(self.index.names[lo:hi])
         n = 0
         for name, data in members:
@@ -70,6 +71,18 @@ class TarView:
         if n != hi - lo:
             raise TarFormatError(self.path, self.group_begin[end],
                                  f"the stream held {n} members where the index lists {hi - lo}")
+
+
+def _coalesced(blocks):
+    """Adjacent blocks as one range (all of them with one worker): fewer,
+    longer ranges keep the reads large."""
+    out = []
+    for first, end in blocks:
+        if out and out[-1][1] == first:
+            out[-1] = (out[-1][0], end)
+        else:
+            out.append((first, end))
+    return out
 
 
 class BinView:

@@ -49,6 +49,13 @@ class TarStreamTest(unittest.TestCase):
         members = [("n" * 300 + ".jpg", os.urandom(3000)), ("short.cls", b"7"), ("é/" + "m" * 200, b"x" * 10)]
         self.check_same_as_tarfile(members, tarfile.GNU_FORMAT)
 
+    def test_large_members_among_small_ones(self):
+        # Members from DIRECT_MIN up are read straight into their bytes, the
+        # headers after them alone; small members switch back to chunks.
+        sizes = [300 << 10, 131072, 131071, 10, 200 << 10, 0, 5000, 1 << 20, 3]
+        members = [(f"m{i}_" + "l" * (150 * (i % 2)) + ".bin", os.urandom(n)) for i, n in enumerate(sizes)]
+        self.check_same_as_tarfile(members, tarfile.GNU_FORMAT)
+
     def test_pax_headers(self):
         members = [("ünïcode/naïve.jpg", os.urandom(2000)), ("p" * 400 + ".bin", os.urandom(700)), ("plain", b"")]
         self.check_same_as_tarfile(members, tarfile.PAX_FORMAT)
