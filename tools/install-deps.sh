@@ -14,6 +14,8 @@ packages=(
   libgtest-dev libgmock-dev fuse3 python3 util-linux procps iproute2 lmdb-utils python3-lmdb ucx-utils tar
   # the real client: PyTorch reading Fashion-MNIST through the epoch views
   python3-torch python3-numpy dataset-fashion-mnist
+  # the Python client (python/): pip install --no-build-isolation uses Debian's setuptools
+  python3-pip python3-setuptools
   # benchmarks
   fio
 )

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Python client (python/dlfs, on PYTHONPATH) against real views.
+"""The Python client (python/dlfs, installed on PYTHONPATH) against real views.
 
   check_python_client.py FILES_DS FILES_BACKEND FIXED_DS FIXED_BACKEND
 
@@ -113,6 +113,7 @@ def main():
     warnings.filterwarnings("ignore", message="This DataLoader will create")
     import torch.utils.data
     import dlfs
+    print(f"dlfs {dlfs.__version__} from {os.path.dirname(dlfs.__file__)}")
     check_tar_views(torch, dlfs, sys.argv[1], backend_files(sys.argv[2]))
     check_bin_views(torch, dlfs, sys.argv[3], sys.argv[4])
 
