@@ -1,5 +1,7 @@
 """Sample grouping (WebDataset keys) and the rank x worker split."""
 import os
+import subprocess
+import sys
 import unittest
 from unittest import mock
 
@@ -63,6 +65,14 @@ class SplitTest(unittest.TestCase):
         with mock.patch.dict(os.environ, {"RANK": "2"}, clear=True):
             with self.assertRaisesRegex(ValueError, "WORLD_SIZE"):
                 resolve_rank()
+
+
+class ImportTest(unittest.TestCase):
+    def test_the_parsing_layer_does_not_import_torch(self):
+        code = ("import sys, dlfs; list(dlfs.group_members(iter([])));"
+                "sys.exit(1 if 'torch' in sys.modules else 0)")
+        self.assertEqual(subprocess.run([sys.executable, "-c", code]).returncode, 0,
+                         "import dlfs imported torch")
 
 
 if __name__ == "__main__":
