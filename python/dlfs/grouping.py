@@ -31,12 +31,16 @@ def group_members(members):
 
 
 def group_starts(names):
-    """Indices i of `names` where a new sample begins (same rule as group_members)."""
-    starts, key, exts = [], None, set()
-    for i, name in enumerate(names):
-        k, ext = split_key(name)
-        if k != key or ext in exts:
-            starts.append(i)
-            key, exts = k, set()
-        exts.add(ext)
+    """Indices i of `names` where a new sample begins (same rule as group_members).
+    Keys first, in one pass; extensions only where a key repeats (rare)."""
+    keys = [n[:d] if (d := n.find(".", n.rfind("/") + 1)) >= 0 else n for n in names]
+    starts, exts = [], set()
+    for i in range(len(keys)):
+        if i and keys[i] == keys[i - 1]:
+            ext = split_key(names[i])[1]
+            if ext not in exts:
+                exts.add(ext)
+                continue
+        starts.append(i)
+        exts = {split_key(names[i])[1]} if i + 1 < len(keys) and keys[i + 1] == keys[i] else set()
     return starts

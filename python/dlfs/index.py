@@ -18,33 +18,45 @@ class ViewIndex:
         self.path = path
         with open(path, encoding="utf-8", errors="surrogateescape") as f:
             text = f.read()
-        lines = text.split("\n")
-        if not lines[0].startswith(_HEAD):
+        head, _, body = text.partition("\n")
+        if not head.startswith(_HEAD):
             raise ViewIndexError(f"{path}: line 1 is not a '{_HEAD.strip()} ...' header: not a DLFS view index")
         try:
-            self.meta = dict(kv.split("=", 1) for kv in lines[0][len(_HEAD):].split())
+            self.meta = dict(kv.split("=", 1) for kv in head[len(_HEAD):].split())
         except ValueError:
             raise ViewIndexError(f"{path}: line 1: header fields are not key=value") from None
-        if lines[-1] == "":
-            lines.pop()
-        self.ids, self.offsets, self.lengths, self.names = [], [], [], []
-        for lineno, line in enumerate(lines[1:], start=2):
-            parts = line.split("\t", 4)
-            try:
-                k, sid, off, length = (int(x) for x in parts[:4])
-                name = parts[4]
-            except (ValueError, IndexError):
-                raise ViewIndexError(f"{path}: line {lineno}: want position, id, offset, length, name "
-                                  f"separated by tabs, got {line[:200]!r}") from None
-            if k != lineno - 2:
-                raise ViewIndexError(f"{path}: line {lineno}: position {k}, want {lineno - 2}")
-            self.ids.append(sid)
-            self.offsets.append(off)
-            self.lengths.append(length)
-            self.names.append(name)
+        try:  # column by column from one flat split: a million lines in about a second, not ten
+            cols = _columns(body)
+            positions, self.ids, self.offsets, self.lengths = (list(map(int, c)) for c in cols[:4])
+            self.names = cols[4]
+        except ValueError:
+            self._explain(body.split("\n"))
+        if positions != list(range(len(positions))):
+            self._explain(body.split("\n"))
         want = self.meta.get("samples")
         if want is not None and int(want) != len(self.ids):
             raise ViewIndexError(f"{path}: the header says samples={want}, the file lists {len(self.ids)}")
+        ends = [o + padded(n) for o, n in zip(self.offsets, self.lengths)]
+        self.begins = [0] + ends[:-1]  # member k's header starts where member k-1 ends
+        self.ends = ends
+
+    def _explain(self, lines):
+        """Raises the error naming the first line (of the body) that does not parse."""
+        for lineno, line in enumerate(lines, start=2):
+            if not line and lineno == len(lines) + 1:
+                break
+            parts = line.split("\t", 4)
+            try:
+                k = int(parts[0])
+                for x in parts[1:4]:
+                    int(x)
+                parts[4]
+            except (ValueError, IndexError):
+                raise ViewIndexError(f"{self.path}: line {lineno}: want position, id, offset, length, name "
+                                     f"separated by tabs, got {line[:200]!r}") from None
+            if k != lineno - 2:
+                raise ViewIndexError(f"{self.path}: line {lineno}: position {k}, want {lineno - 2}")
+        raise ViewIndexError(f"{self.path}: does not parse")
 
     def __len__(self):
         return len(self.ids)
@@ -57,11 +69,27 @@ class ViewIndex:
 
     def member_begin(self, k):
         """Where member k's header starts in `<r>.tar` (the end of member k-1)."""
-        return 0 if k == 0 else self.member_end(k - 1)
+        return self.begins[k]
 
     def member_end(self, k):
         """The end of member k's data padding in `<r>.tar`."""
-        return self.offsets[k] + padded(self.lengths[k])
+        return self.ends[k]
+
+
+def _columns(body):
+    """The five tab-separated columns of the index lines, as lists; ValueError
+    if a line does not have five fields."""
+    lines = body.count("\n") + (0 if body.endswith("\n") or not body else 1)
+    fields = body.replace("\n", "\t").split("\t")
+    if body.endswith("\n") or not body:
+        fields.pop()
+    if len(fields) == 5 * lines:
+        return [fields[i::5] for i in range(5)]
+    # A name holding a tab (the name is the last field: it may), or a malformed line.
+    rows = [line.split("\t", 4) for line in body.split("\n")[:lines]]
+    if any(len(r) != 5 for r in rows):
+        raise ValueError("a line without five fields")
+    return [list(c) for c in zip(*rows)] if rows else [[] for _ in range(5)]
 
 
 def view_path(dataset_dir, epoch, world_size, rank):

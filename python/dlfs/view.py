@@ -25,8 +25,9 @@ class TarView:
         names = self.index.names
         starts = group_starts(names)
         self.group_first = starts + [len(names)]  # index position of sample g's first member
-        self.group_begin = [self.index.member_begin(k) for k in starts]
-        self.group_begin.append(self.index.member_end(len(names) - 1) if names else 0)
+        begins = self.index.begins
+        self.group_begin = [begins[k] for k in starts]
+        self.group_begin.append(self.index.ends[-1] if names else 0)
         if self.index.opportunistic:
             self.blocks = [(start, len(starts))] if start < len(starts) else []
         else:

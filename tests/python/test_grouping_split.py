@@ -1,5 +1,6 @@
 """Sample grouping (WebDataset keys) and the rank x worker split."""
 import os
+import random
 import subprocess
 import sys
 import unittest
@@ -25,6 +26,14 @@ class GroupingTest(unittest.TestCase):
         # group_starts cuts a list of names where group_members does.
         self.assertEqual(group_starts([n for n, _ in members]), [0, 2, 3, 4, 5])
         self.assertEqual(list(group_members(iter([]))), [])
+
+    def test_group_starts_agrees_with_group_members(self):
+        rng = random.Random(5)
+        for _ in range(200):
+            names = [f"d/{rng.choice('ab')}.{rng.choice(['jpg', 'cls', 'x.png'])}" for _ in range(rng.randrange(12))]
+            sizes = [len(g) for _, g in group_members((n, b"") for n in names)]
+            want = [sum(sizes[:i]) for i in range(len(sizes))]
+            self.assertEqual(group_starts(names), want, names)
 
 
 class SplitTest(unittest.TestCase):

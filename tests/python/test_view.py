@@ -6,6 +6,7 @@ import tempfile
 import unittest
 
 from dlfs.grouping import group_members
+from dlfs.index import ViewIndex, ViewIndexError
 from dlfs.tarstream import TarFormatError
 from dlfs.view import BinView, TarView
 from viewfixture import make_view, sample_members
@@ -89,6 +90,33 @@ class TarViewTest(unittest.TestCase):
         self.assertEqual(list(view.samples()), self.want[0])
         with self.assertRaisesRegex(ValueError, "opportunistic"):
             list(view.samples(0, 2))
+
+
+class ViewIndexTest(unittest.TestCase):
+    HEAD = "# dlfs view dataset=t epoch=0 world_size=1 rank=0 samples=3 order=ordered\n"
+
+    def parse(self, body):
+        with tempfile.TemporaryDirectory() as d:
+            p = pathlib.Path(d, "0.index")
+            p.write_text(self.HEAD + body)
+            return ViewIndex(str(p))
+
+    def test_columns_and_member_bounds(self):
+        idx = self.parse("0\t7\t512\t10\ta.bin\n1\t3\t1536\t512\tb\tc.bin\n2\t0\t2560\t0\td.bin\n")
+        self.assertEqual(idx.ids, [7, 3, 0])
+        self.assertEqual(idx.names, ["a.bin", "b\tc.bin", "d.bin"])  # a tab in a name is the name's
+        self.assertEqual([idx.member_begin(k) for k in range(3)], [0, 1024, 2048])
+        self.assertEqual(idx.member_end(2), 2560)
+
+    def test_damage_names_the_line(self):
+        with self.assertRaisesRegex(ViewIndexError, "line 3: want position"):
+            self.parse("0\t7\t512\t10\ta.bin\n1\t3\tx\t512\tb.bin\n2\t0\t2560\t0\td.bin\n")
+        with self.assertRaisesRegex(ViewIndexError, "line 4: position 5, want 2"):
+            self.parse("0\t7\t512\t10\ta.bin\n1\t3\t1536\t512\tb.bin\n5\t0\t2560\t0\td.bin\n")
+        with self.assertRaisesRegex(ViewIndexError, "samples=3, the file lists 2"):
+            self.parse("0\t7\t512\t10\ta.bin\n1\t3\t1536\t512\tb.bin")
+        with self.assertRaisesRegex(ViewIndexError, "line 3: want position"):
+            self.parse("0\t7\t512\t10\ta.bin\n1\t3\t1536\n2\t0\t2560\t0\td.bin\n")
 
 
 class BinViewTest(unittest.TestCase):
