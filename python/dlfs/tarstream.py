@@ -2,9 +2,10 @@
 
 Python's tarfile reads a stream through a small internal buffer and builds a
 TarInfo per member; on 3 KiB samples that costs more than the I/O. This
-parser reads a byte range of a file with large preads (8 MiB), parses the
-512-byte headers itself and slices each member's data out of the chunk as
-`bytes` (one copy).
+parser reads a byte range of a file with large preads (8 MiB) into one
+reused buffer, parses the 512-byte headers itself and slices each member's
+data out of the buffer as `bytes` (one copy); members of 128 KiB and more are
+read by the kernel straight into their `bytes`.
 
 What it understands (what DLFS writes, fs/tar_format.cc, and what other
 writers commonly use): ustar headers (name + prefix), sizes in octal or GNU
