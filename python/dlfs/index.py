@@ -1,6 +1,10 @@
 """A view's `<r>.index` (docs/views.md): one line per position with the
-sample id, the member's data offset in `<r>.tar`, its length and its name."""
+sample id, the member's data offset in `<r>.tar`, its length and its name;
+in a grouped dataset (header field group_by) one line per sample group with
+its key and the tar span of all its members. Names escape tab, newline, CR
+and backslash."""
 import os
+import re
 
 from .tarstream import padded
 
@@ -29,6 +33,8 @@ class ViewIndex:
             cols = _columns(body)
             positions, self.ids, self.offsets, self.lengths = (list(map(int, c)) for c in cols[:4])
             self.names = cols[4]
+            if "\\" in body:
+                self.names = [_unescape(n) for n in self.names]
         except ValueError:
             self._explain(body.split("\n"))
         if positions != list(range(len(positions))):
@@ -36,9 +42,14 @@ class ViewIndex:
         want = self.meta.get("samples")
         if want is not None and int(want) != len(self.ids):
             raise ViewIndexError(f"{path}: the header says samples={want}, the file lists {len(self.ids)}")
-        ends = [o + padded(n) for o, n in zip(self.offsets, self.lengths)]
-        self.begins = [0] + ends[:-1]  # member k's header starts where member k-1 ends
-        self.ends = ends
+        self.grouped = "group_by" in self.meta
+        if self.grouped:  # each line's span is the group's members, headers included
+            self.begins = list(self.offsets)
+            self.ends = [o + n for o, n in zip(self.offsets, self.lengths)]
+        else:
+            ends = [o + padded(n) for o, n in zip(self.offsets, self.lengths)]
+            self.begins = [0] + ends[:-1]  # member k's header starts where member k-1 ends
+            self.ends = ends
 
     def _explain(self, lines):
         """Raises the error naming the first line (of the body) that does not parse."""
@@ -74,6 +85,14 @@ class ViewIndex:
     def member_end(self, k):
         """The end of member k's data padding in `<r>.tar`."""
         return self.ends[k]
+
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "\\": "\\"}
+
+
+def _unescape(name):
+    """The name as the tar view has it: \\t, \\n, \\r and \\\\ undone."""
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(0)), name)
 
 
 def _columns(body):

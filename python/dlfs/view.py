@@ -23,7 +23,9 @@ class TarView:
         self.index = ViewIndex(self.stem + ".index")
         self.start, self.chunk = start, chunk
         names = self.index.names
-        starts = group_starts(names)
+        # A grouped dataset's index lists groups (one line each); otherwise
+        # consecutive members with one key are grouped here, as WebDataset does.
+        starts = list(range(len(names))) if self.index.grouped else group_starts(names)
         self.group_first = starts + [len(names)]  # index position of sample g's first member
         begins = self.index.begins
         self.group_begin = [begins[k] for k in starts]
@@ -47,7 +49,10 @@ class TarView:
         buffer = memoryview(bytearray(self.chunk))  # one for all blocks: a fresh one costs its zeroing
         try:
             for first, end in _coalesced(worker_blocks(self.blocks, worker, num_workers)):
-                yield from group_members(self._block_members(fd, buffer, first, end))
+                if self.index.grouped and not self.index.opportunistic:
+                    yield from self._block_groups(fd, buffer, first, end)
+                else:
+                    yield from group_members(self._block_members(fd, buffer, first, end))
         finally:
             os.close(fd)
 
@@ -72,6 +77,24 @@ class TarView:
         if n != hi - lo:
             raise TarFormatError(self.path, self.group_begin[end],
                                  f"the stream held {n} members where the index lists {hi - lo}")
+
+
+    def _block_groups(self, fd, buffer, first, end):
+        """Samples [first, end) of a grouped view, cut at the group spans the
+        index gives: a group's members are the names that extend its key."""
+        names, bounds = self.index.names, self.group_begin
+        g, group = first, {}
+        for name, data, member_end in iter_members(fd, self.path, bounds[first], bounds[end], buffer=buffer, ends=True):
+            key = names[g]
+            if not name.startswith(key) or name[len(key):len(key) + 1] not in ("", "."):
+                raise TarFormatError(self.path, bounds[g], f"member '{name}' in the span of group {key!r}")
+            group[name[len(key) + 1:]] = data
+            if member_end >= bounds[g + 1]:
+                yield key, group
+                g, group = g + 1, {}
+        if g != end:
+            raise TarFormatError(self.path, bounds[g], f"the stream held {g - first} groups where the index lists "
+                                 f"{end - first}")
 
 
 def _coalesced(blocks):

@@ -9,7 +9,7 @@ from dlfs.grouping import group_members
 from dlfs.index import ViewIndex, ViewIndexError
 from dlfs.tarstream import TarFormatError
 from dlfs.view import BinView, TarView
-from viewfixture import make_view, sample_members
+from viewfixture import make_grouped_view, make_view, sample_members
 
 W = 2
 
@@ -137,6 +137,47 @@ class BinViewTest(unittest.TestCase):
             with self.assertRaisesRegex(ValueError, "not 10 records"):
                 BinView(root, 3, 0, 1)
 
+
+
+class GroupedViewTest(unittest.TestCase):
+    """A dataset grouped by dlfsd (group_by): the .index lists groups and their
+    tar spans; two adjacent groups may share a key, names may need escapes."""
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.root = tmp.name
+        self.groups = []
+        for i in range(40):
+            key = f"n{i % 3}/s{i:03d}" + ("x" * 150 if i == 7 else "")
+            ms = [(key + ".jpg", bytes([i]) * (300 + i * 37))]
+            if i % 3:
+                ms.append((key + ".cls", str(i).encode()))
+            if i == 11:
+                ms.append((key + ".seg.png", b""))
+            self.groups.append((key, ms))
+        self.groups.insert(5, ("n2/s004", [("n2/s004.txt", b"same key as the group before, apart")]))
+        self.groups.append(("odd\tname\\with\nbreaks", [("odd\tname\\with\nbreaks.bin", b"escaped in .index")]))
+        make_grouped_view(self.root, 0, 1, 0, self.groups)
+        self.want = [(k, dict((n[len(k) + 1:], d) for n, d in ms)) for k, ms in self.groups]
+
+    def test_groups_come_whole_in_order(self):
+        view = TarView(self.root, 0, 0, 1)
+        self.assertEqual(len(view), len(self.groups))
+        self.assertEqual(list(view.samples()), self.want)
+
+    def test_workers_and_resume_keep_groups_whole(self):
+        for workers in (2, 3):
+            for start in (0, 6, 39):
+                view = TarView(self.root, 0, 0, 1, start=start, block_samples=4)
+                got = [s for w in range(workers) for s in view.samples(w, workers)]
+                self.assertEqual(sorted(got, key=lambda x: (x[0], sorted(x[1]))),
+                                 sorted(self.want[start:], key=lambda x: (x[0], sorted(x[1]))))
+
+    def test_the_index_unescapes_names(self):
+        index = ViewIndex(os.path.join(self.root, "epochs", "0", "1", "0.index"))
+        self.assertTrue(index.grouped)
+        self.assertEqual(index.names[-1], "odd\tname\\with\nbreaks")
 
 if __name__ == "__main__":
     unittest.main()

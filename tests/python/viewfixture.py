@@ -31,6 +31,32 @@ def make_view(root, epoch, world_size, rank, members, ids=None, order="ordered")
     return stem
 
 
+def _escape(name):
+    return name.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def make_grouped_view(root, epoch, world_size, rank, groups):
+    """A view of a dataset with group_by (docs/views.md): groups is
+    [(key, [(name, bytes)])]; one .index line per group with the tar span of
+    its members (first header to last padding) and the key, names escaped."""
+    stem = os.path.join(root, "epochs", str(epoch), str(world_size), str(rank))
+    os.makedirs(os.path.dirname(stem), exist_ok=True)
+    members = [m for _, ms in groups for m in ms]
+    write_tar(stem + ".tar", members)
+    with tarfile.open(stem + ".tar") as t:
+        starts = [m.offset for m in t]  # header offsets (a GNU long name's 'L' record comes first)
+        ends = [m.offset_data + ((m.size + 511) & ~511) for m in t]
+    with open(stem + ".index", "w", encoding="utf-8", errors="surrogateescape") as f:
+        f.write(f"# dlfs view dataset=t epoch={epoch} world_size={world_size} rank={rank} samples={len(groups)} "
+                f"seed=1 remainder=pad order=ordered rounds=1 rl=1.0000 group_by=first-dot\n")
+        at = 0
+        for k, (key, ms) in enumerate(groups):
+            first, last = at, at + len(ms) - 1
+            f.write(f"{k}\t{k}\t{starts[first]}\t{ends[last] - starts[first]}\t{_escape(key)}\n")
+            at += len(ms)
+    return stem
+
+
 def sample_members(count, seed, groups=False, size=700):
     """Deterministic members; with groups, every other sample has two files
     (.jpg and .cls) and some names are longer than ustar allows."""
