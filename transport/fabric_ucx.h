@@ -12,8 +12,11 @@
 //
 // Messages on worker-address endpoints are active messages with one id
 // (DLFS sends none there). Registered memory is ucp_mem_map'ed and its
-// remote key packed. Errors of an endpoint reach its error callback on the
-// progress thread.
+// remote key packed, and its range is listed in ServedMemory. Gets on an
+// endpoint are ucp_get where a transport does them one-sided, and DLFS's
+// own request/reply messages where UCX would emulate them (am_get.h: an
+// asker killed mid-get then cannot abort the node serving it). Errors of an
+// endpoint reach its error callback on the progress thread.
 #pragma once
 
 #include <atomic>
@@ -29,6 +32,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include "transport/am_get.h"
 #include "transport/control_channel.h"
 #include "transport/fabric.h"
 
@@ -52,8 +56,11 @@ class UcxEndpoint final : public Endpoint {
   UcxEndpoint(UcxFabric& fabric, std::string peer) : fabric_(fabric), peer_(std::move(peer)) {}
   static void on_error(void* arg, ucp_ep_h ep, ucs_status_t status);
   UcxFabric& fabric_;
+  ucs_status_t create(const std::string& address, ucp_err_handling_mode_t mode);
+  std::string ucx_info() const;  // ucp_ep_print_info's text
   std::string peer_;
   ucp_ep_h ep_ = nullptr;
+  bool am_gets_ = false;  // gets by message (am_get.h), not ucp_get
   std::atomic<bool> failed_{false};
   std::function<void(const std::string& why)> on_failure_;
 };
@@ -65,8 +72,10 @@ class UcxRegistration final : public Registration {
   uint64_t address() const override { return address_; }
  private:
   friend class UcxFabric;
-  explicit UcxRegistration(ucp_context_h ctx) : ctx_(ctx) {}
+  UcxRegistration(ucp_context_h ctx, ServedMemory& served) : ctx_(ctx), served_(served) {}
   ucp_context_h ctx_;
+  ServedMemory& served_;
+  uint64_t served_handle_ = 0;  // 0: not listed
   ucp_mem_h memh_ = nullptr;
   std::string rkey_;
   uint64_t address_ = 0;
@@ -103,6 +112,9 @@ class UcxFabric final : public Fabric {
   std::atomic<bool> stop_{false};
   std::thread progress_;
   std::unique_ptr<ControlChannel> control_;  // the listener and connect()'s endpoints
+  GetMode gets_ = GetMode::automatic;
+  ServedMemory served_;         // what peers may read by message
+  PendingAmGets pending_gets_;  // this node's gets by message, awaiting replies
 };
 
 // Whether UCX_TLS names a shared-memory transport (posix, sysv, cma, shm, ...).
