@@ -90,8 +90,8 @@ constexpr size_t kMaxAmGet = 256u << 20;
 // outlive it).
 Status set_am_get_handlers(ucp_worker_h worker, ServedMemory& served, PendingAmGets& pending);
 
-// Posts the request for `op` (registered in `pending` for `endpoint`); a
-// failure completes `op`.
+// Posts the request for `op` (at most kMaxAmGet bytes; registered in
+// `pending` for `endpoint`); a failure completes `op`.
 void post_am_get(ucp_ep_h ep, PendingAmGets& pending, const void* endpoint, const std::shared_ptr<GetOp>& op,
                  uint64_t remote_address);
 

@@ -142,6 +142,10 @@ Result<std::unique_ptr<Endpoint::RemoteKey>> UcxEndpoint::unpack(const std::stri
 
 Endpoint::PendingGet UcxEndpoint::start_get(const RemoteKey& key, uint64_t remote_address, size_t size) {
   if (failed()) return PendingGet(Status(ECONNRESET, "connection to " + peer_ + " is broken"), size);
+  if (am_gets_ && size > kMaxAmGet)  // checked before allocating: the target refuses it anyway
+    return PendingGet(Status(EMSGSIZE, "a get of " + std::to_string(size) + " bytes from " + peer_ +
+                                           " is larger than a get by message may be (" + std::to_string(kMaxAmGet) + ")"),
+                      size);
   auto op = std::make_shared<GetOp>(size);
   if (am_gets_) {
     post_am_get(ep_, fabric_.pending_gets_, this, op, remote_address);
