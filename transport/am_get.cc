@@ -49,7 +49,7 @@ size_t reply_packed_size(void* state) { return static_cast<OutgoingReply*>(state
 size_t reply_pack(void* state, size_t offset, void* dest, size_t max_length) {
   const auto* out = static_cast<OutgoingReply*>(state);
   const size_t n = std::min(max_length, out->length - offset);
-  std::memcpy(dest, out->data.get() + offset, n);
+  if (n > 0) std::memcpy(dest, out->data.get() + offset, n);
   return n;
 }
 ucs_status_t reply_unpack(void*, size_t, const void*, size_t) { return UCS_ERR_UNSUPPORTED; }
@@ -140,7 +140,7 @@ ucs_status_t on_get_reply(void* arg, const void* header, size_t header_length, v
     op->complete(Status(EPROTO, "get reply of " + std::to_string(length) + " bytes for a get of " +
                                     std::to_string(op->size)));
   } else {
-    std::memcpy(op->buffer.get(), data, length);
+    if (length > 0) std::memcpy(op->buffer.get(), data, length);
     op->complete(Status::ok());
   }
   return UCS_OK;

@@ -2,8 +2,9 @@
 //
 // One UCP context (RMA + active messages), one worker shared by all threads
 // (UCS_THREAD_MODE_MULTI), a progress thread that keeps that worker moving
-// (over TCP `ucp_get` is emulated: the *target* must progress for a peer's
-// get to complete, so progress cannot wait for our own requests; it polls,
+// (over TCP the *target* serves a peer's get, by DLFS's messages: it must
+// progress for the get to complete, so progress cannot wait for our own
+// requests; it polls,
 // with short sleeps when idle, because shared-memory transports raise no
 // events). The listener and the endpoints connect() makes are not UCX's:
 // they are the control channel's plain TCP connections (control_channel.h),
