@@ -10,6 +10,7 @@
 // Prints one line per (size, mode) with the best of --repeat runs, then the
 // am/rma ratio per size.
 #include <CLI/CLI.hpp>
+#include <malloc.h>
 
 #include <algorithm>
 #include <chrono>
@@ -79,6 +80,7 @@ int main(int argc, char** argv) {
   app.add_option("--inflight", inflight, "gets in flight at once")->check(CLI::Range(1, 1024));
   app.add_option("--repeat", repeat, "measurements per point (the best is printed)")->check(CLI::Range(1, 100));
   CLI11_PARSE(app, argc, argv);
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);  // as dlfsd (fs/main.cc): large blocks come from mmap
   auto total = parse_size(bytes);
   if (!total) {
     std::fprintf(stderr, "--bytes: %s\n", total.status().message().c_str());
