@@ -55,6 +55,7 @@ struct DaemonConfig {
   uint64_t heartbeat_ms = 500;
   uint64_t down_after_ms = 3000;
   uint64_t get_timeout_ms = 2000;
+  std::string gets = "auto";           // auto | rma | am (transport::GetMode)
   // [[dataset]]
   std::vector<DatasetConfig> datasets;
 };

@@ -158,6 +158,11 @@ std::vector<ConfigKey> cluster_keys() {
       Key(s, "get_timeout_ms", "", Kind::integer, DAEMON(get_timeout_ms),
           "A remote read slower than this is redone from the backend (milliseconds)")
           .range(1),
+      Key(s, "gets", "", Kind::choice, DAEMON(gets),
+          "How remote reads go: auto (one-sided ucp_get where a transport reads so, as shared memory or RDMA; "
+          "DLFS's own request/reply messages where UCX would emulate the get, as over TCP, so that a peer "
+          "killed mid-read cannot take this node down), rma (always ucp_get), am (always messages)")
+          .choices({"auto", "rma", "am"}),
   };
 }
 

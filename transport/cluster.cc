@@ -75,6 +75,7 @@ Result<std::unique_ptr<Cluster>> Cluster::create(ClusterOptions options, std::ve
   fo.listen_host = c->options_.listen_host;
   fo.port = c->options_.membership.peers[c->self()].port;
   fo.listen = c->size() > 1;
+  fo.gets = c->options_.gets;
   auto fabric = make_fabric(fo, [cp = c.get()](Message& msg) { cp->on_message(msg); });
   if (!fabric) return fabric.status().with_context("cluster rank " + std::to_string(c->self()));
   c->fabric_ = std::move(fabric).value();

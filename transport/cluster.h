@@ -78,6 +78,7 @@ struct ClusterOptions {
   std::chrono::milliseconds down_after{3000};
   std::chrono::milliseconds get_timeout{2000};
   std::chrono::milliseconds reconnect{1000};
+  GetMode gets = GetMode::automatic;  // FabricOptions::gets
 };
 
 // A dataset this node serves, as the cluster sees it. The buffer and fetcher

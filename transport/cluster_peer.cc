@@ -236,6 +236,8 @@ void Cluster::finish_join(Peer& p, const std::shared_ptr<Link>& link) {
   std::map<std::string, std::unique_ptr<Endpoint::RemoteKey>> keys;
   std::string error;
   if (data) {
+    // Its lanes, and whether gets go as ucp_get or as DLFS's messages.
+    spdlog::debug("cluster: data endpoint to rank {}:\n{}", rank, (*data)->describe());
     for (auto& [name, rs] : link->stripes) {
       if (rs.packed_key.empty()) continue;
       auto key = (*data)->unpack(rs.packed_key);

@@ -8,8 +8,10 @@
 //     message thread together with a way to reply (UCX fabric: a plain TCP
 //     control channel, control_channel.h);
 //   - register memory and pack its remote key;
-//   - get(endpoint, rkey, remote address, destination, timeout): a one-sided
-//     read that never writes `destination` after it returned, even on timeout.
+//   - get(endpoint, rkey, remote address, destination, timeout): a read of
+//     the peer's registered memory that never writes `destination` after it
+//     returned, even on timeout (one-sided, or served by the peer's progress
+//     thread: GetMode).
 //
 // Errors of an endpoint (the peer died, the connection broke) make it
 // failed(). Nothing here blocks for longer than the timeouts it is given.
@@ -113,10 +115,18 @@ struct Message {
   std::string from;  // the connection's peer, for logs
 };
 
+// How gets are done on a data endpoint (UCX fabric): `rma` = ucp_get;
+// `am` = DLFS's own request and reply messages (transport/am_get.h);
+// `automatic` = `am` where UCX would only emulate a get (no RMA transport on
+// the endpoint, as over TCP), where a peer killed mid-get can abort the
+// target; `rma` elsewhere (shared memory, RDMA: the target takes no part).
+enum class GetMode { automatic, rma, am };
+
 struct FabricOptions {
   std::string listen_host;  // "" = all addresses
   uint16_t port = 0;        // 0 = an ephemeral port (see Fabric::port())
   bool listen = true;
+  GetMode gets = GetMode::automatic;
 };
 
 class Fabric {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -16,30 +17,10 @@ namespace {
 
 constexpr unsigned kMessageId = 7;  // the one active-message id DLFS uses
 
-Status ucx_error(const std::string& what, ucs_status_t s) {
-  int err = s == UCS_ERR_NO_MEMORY ? ENOMEM : s == UCS_ERR_UNREACHABLE ? EHOSTUNREACH
-            : s == UCS_ERR_TIMED_OUT ? ETIMEDOUT : s == UCS_ERR_BUSY ? EADDRINUSE : EIO;
-  return Status(err, what + ": " + ucs_status_string(s));
-}
-
-// State of one get, shared by the caller and the completion callback so that
-// a caller that gave up (timeout) leaves the buffer to the callback.
-struct GetOp : Endpoint::PendingGet::Op {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  ucs_status_t status = UCS_INPROGRESS;
-  std::unique_ptr<std::byte[]> buffer;
-};
-
+// A ucp_get completed: the GetOp's buffer holds the bytes (or the get failed).
 void get_done(void* request, ucs_status_t status, void* user_data) {
   auto* holder = static_cast<std::shared_ptr<GetOp>*>(user_data);
-  {
-    std::lock_guard lk((*holder)->mu);
-    (*holder)->done = true;
-    (*holder)->status = status;
-  }
-  (*holder)->cv.notify_all();
+  (*holder)->complete(status == UCS_OK ? Status::ok() : ucx_error("one-sided get", status));
   delete holder;
   ucp_request_free(request);
 }
@@ -89,6 +70,8 @@ ucs_status_t wait_request(ucs_status_ptr_t request, std::chrono::milliseconds ti
 void UcxEndpoint::on_error(void* arg, ucp_ep_h, ucs_status_t status) {
   auto* self = static_cast<UcxEndpoint*>(arg);
   if (self->failed_.exchange(true)) return;
+  self->fabric_.pending_gets_.fail_all(
+      self, Status(ECONNRESET, std::string("connection failed (") + ucs_status_string(status) + ")"));
   if (self->on_failure_) self->on_failure_(ucs_status_string(status));
 }
 
@@ -99,6 +82,8 @@ UcxEndpoint::~UcxEndpoint() {
   p.flags = UCP_EP_CLOSE_FLAG_FORCE;
   fabric_.wake();
   wait_request(ucp_ep_close_nbx(ep_, &p), std::chrono::seconds(2));
+  // Gets by message still waiting for a reply will get none now.
+  fabric_.pending_gets_.fail_all(this, Status(ECONNRESET, "connection closed"));
 }
 
 Status UcxEndpoint::send(const std::string& bytes, bool want_reply) {
@@ -122,6 +107,10 @@ Status UcxEndpoint::send(const std::string& bytes, bool want_reply) {
 }
 
 std::string UcxEndpoint::describe() const {
+  return ucx_info() + (am_gets_ ? "# DLFS gets: by message (am)\n" : "# DLFS gets: ucp_get (rma)\n");
+}
+
+std::string UcxEndpoint::ucx_info() const {
   char* buf = nullptr;
   size_t len = 0;
   FILE* f = ::open_memstream(&buf, &len);
@@ -153,8 +142,16 @@ Result<std::unique_ptr<Endpoint::RemoteKey>> UcxEndpoint::unpack(const std::stri
 
 Endpoint::PendingGet UcxEndpoint::start_get(const RemoteKey& key, uint64_t remote_address, size_t size) {
   if (failed()) return PendingGet(Status(ECONNRESET, "connection to " + peer_ + " is broken"), size);
-  auto op = std::make_shared<GetOp>();
-  op->buffer = std::make_unique_for_overwrite<std::byte[]>(size);
+  if (am_gets_ && size > kMaxAmGet)  // checked before allocating: the target refuses it anyway
+    return PendingGet(Status(EMSGSIZE, "a get of " + std::to_string(size) + " bytes from " + peer_ +
+                                           " is larger than a get by message may be (" + std::to_string(kMaxAmGet) + ")"),
+                      size);
+  auto op = std::make_shared<GetOp>(size);
+  if (am_gets_) {
+    post_am_get(ep_, fabric_.pending_gets_, this, op, remote_address);
+    fabric_.wake();
+    return PendingGet(std::move(op), size);
+  }
   auto* holder = new std::shared_ptr<GetOp>(op);
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -165,8 +162,7 @@ Endpoint::PendingGet UcxEndpoint::start_get(const RemoteKey& key, uint64_t remot
   ucs_status_ptr_t r = ucp_get_nbx(ep_, op->buffer.get(), size, remote_address, rkey, &p);
   if (r == nullptr || UCS_PTR_IS_ERR(r)) {  // completed (or failed) at once: no callback
     delete holder;
-    op->done = true;
-    op->status = r == nullptr ? UCS_OK : UCS_PTR_STATUS(r);
+    op->complete(r == nullptr ? Status::ok() : ucx_error("one-sided get", UCS_PTR_STATUS(r)));
   } else {
     fabric_.wake();
   }
@@ -182,7 +178,7 @@ Status UcxEndpoint::finish_get(PendingGet& g, std::span<std::byte> dst,
   std::unique_lock lk(op->mu);
   if (!op->cv.wait_until(lk, deadline, [&] { return op->done; }))
     return Status(ETIMEDOUT, "get of " + std::to_string(dst.size()) + " bytes from " + peer_ + " missed its deadline");
-  if (op->status != UCS_OK) return ucx_error("get from " + peer_, op->status);
+  if (!op->result) return op->result.with_context("get from " + peer_);
   std::memcpy(dst.data(), op->buffer.get(), dst.size());
   return Status::ok();
 }
@@ -190,6 +186,7 @@ Status UcxEndpoint::finish_get(PendingGet& g, std::span<std::byte> dst,
 // ---- UcxRegistration ---------------------------------------------------------
 
 UcxRegistration::~UcxRegistration() {
+  if (served_handle_ != 0) served_.remove(served_handle_);  // first: no reply copies from it after this
   if (memh_) ucp_mem_unmap(ctx_, memh_);
 }
 
@@ -235,6 +232,8 @@ Result<std::unique_ptr<UcxFabric>> UcxFabric::create(const FabricOptions& option
   hp.arg = f.get();
   hp.flags = UCP_AM_FLAG_WHOLE_MSG;
   if ((s = ucp_worker_set_am_recv_handler(f->worker_, &hp)) != UCS_OK) return ucx_error("UCX message handler", s);
+  DLFS_RETURN_IF_ERROR(set_am_get_handlers(f->worker_, f->served_, f->pending_gets_));
+  f->gets_ = options.gets;
 
   f->progress_ = std::thread([p = f.get()] { p->progress_loop(); });
   auto control = ControlChannel::create(options, [p = f.get()](Message& m) { p->handler_(m); });
@@ -326,29 +325,52 @@ std::string UcxFabric::worker_address() const {
   return out;
 }
 
+ucs_status_t UcxEndpoint::create(const std::string& address, ucp_err_handling_mode_t mode) {
+  ucp_ep_params_t p{};
+  p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLER |
+                 UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  p.address = reinterpret_cast<const ucp_address_t*>(address.data());
+  p.err_mode = mode;
+  p.err_handler.cb = &UcxEndpoint::on_error;
+  p.err_handler.arg = this;
+  return ucp_ep_create(fabric_.worker_, &p, &ep_);
+}
+
 Result<std::unique_ptr<Endpoint>> UcxFabric::connect_worker(const std::string& address, const std::string& peer,
                                                          std::function<void(const std::string& why)> on_failure) {
   if (address.empty()) return Status(EINVAL, "empty worker address from " + peer);
   std::unique_ptr<UcxEndpoint> e(new UcxEndpoint(*this, peer));
   e->on_failure_ = std::move(on_failure);
-  ucp_ep_params_t p{};
-  p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLER |
-                 UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-  p.address = reinterpret_cast<const ucp_address_t*>(address.data());
   // Peer-failure handling excludes shared-memory transports (UCX cannot
   // detect a dead peer on them), so it is dropped when they are asked for;
   // heartbeats over the connect()ed endpoint then notice a dead peer.
-  p.err_mode = shared_memory_requested() ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
-  p.err_handler.cb = &UcxEndpoint::on_error;
-  p.err_handler.arg = e.get();
-  if (ucs_status_t s = ucp_ep_create(worker_, &p, &e->ep_); s != UCS_OK)
+  const bool shm = shared_memory_requested();
+  if (ucs_status_t s = e->create(address, shm ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER); s != UCS_OK)
     return ucx_error("data endpoint to " + peer, s);
+  // The lanes are chosen at creation: they tell whether a get would be one-sided.
+  e->am_gets_ = gets_ == GetMode::am || (gets_ == GetMode::automatic && !gets_are_one_sided(e->ucx_info()));
+  if (e->am_gets_ && shm) {
+    // Gets by message need peer-failure handling on both sides (the target's
+    // reply endpoint inherits the mode): without it a reply to a dead asker
+    // is as fatal as UCX's own. This peer has no shared memory with us anyway.
+    ucp_ep_h none = std::exchange(e->ep_, nullptr);
+    if (ucs_status_t s = e->create(address, UCP_ERR_HANDLING_MODE_PEER); s == UCS_OK) {
+      ucp_request_param_t p{};
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+      wait_request(ucp_ep_close_nbx(none, &p), std::chrono::seconds(2));
+    } else {
+      spdlog::warn("transport: data endpoint to {} without peer-failure handling ({}): if that peer dies in "
+                   "the middle of a get, this node may abort", peer, ucs_status_string(s));
+      e->ep_ = none;
+    }
+  }
   wake();
   return std::unique_ptr<Endpoint>(std::move(e));
 }
 
 Result<std::unique_ptr<Registration>> UcxFabric::register_memory(void* address, size_t length) {
-  std::unique_ptr<UcxRegistration> r(new UcxRegistration(context_));
+  std::unique_ptr<UcxRegistration> r(new UcxRegistration(context_, served_));
   ucp_mem_map_params_t p{};
   p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
   p.address = address;
@@ -362,6 +384,7 @@ Result<std::unique_ptr<Registration>> UcxFabric::register_memory(void* address, 
   r->rkey_.assign(static_cast<const char*>(buf), size);
   ucp_rkey_buffer_release(buf);
   r->address_ = reinterpret_cast<uint64_t>(address);
+  r->served_handle_ = served_.add(static_cast<const std::byte*>(address), length);
   return std::unique_ptr<Registration>(std::move(r));
 }
 

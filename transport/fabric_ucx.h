@@ -2,8 +2,9 @@
 //
 // One UCP context (RMA + active messages), one worker shared by all threads
 // (UCS_THREAD_MODE_MULTI), a progress thread that keeps that worker moving
-// (over TCP `ucp_get` is emulated: the *target* must progress for a peer's
-// get to complete, so progress cannot wait for our own requests; it polls,
+// (over TCP the *target* serves a peer's get, by DLFS's messages: it must
+// progress for the get to complete, so progress cannot wait for our own
+// requests; it polls,
 // with short sleeps when idle, because shared-memory transports raise no
 // events). The listener and the endpoints connect() makes are not UCX's:
 // they are the control channel's plain TCP connections (control_channel.h),
@@ -12,8 +13,11 @@
 //
 // Messages on worker-address endpoints are active messages with one id
 // (DLFS sends none there). Registered memory is ucp_mem_map'ed and its
-// remote key packed. Errors of an endpoint reach its error callback on the
-// progress thread.
+// remote key packed, and its range is listed in ServedMemory. Gets on an
+// endpoint are ucp_get where a transport does them one-sided, and DLFS's
+// own request/reply messages where UCX would emulate them (am_get.h: an
+// asker killed mid-get then cannot abort the node serving it). Errors of an
+// endpoint reach its error callback on the progress thread.
 #pragma once
 
 #include <atomic>
@@ -29,6 +33,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include "transport/am_get.h"
 #include "transport/control_channel.h"
 #include "transport/fabric.h"
 
@@ -52,8 +57,11 @@ class UcxEndpoint final : public Endpoint {
   UcxEndpoint(UcxFabric& fabric, std::string peer) : fabric_(fabric), peer_(std::move(peer)) {}
   static void on_error(void* arg, ucp_ep_h ep, ucs_status_t status);
   UcxFabric& fabric_;
+  ucs_status_t create(const std::string& address, ucp_err_handling_mode_t mode);
+  std::string ucx_info() const;  // ucp_ep_print_info's text
   std::string peer_;
   ucp_ep_h ep_ = nullptr;
+  bool am_gets_ = false;  // gets by message (am_get.h), not ucp_get
   std::atomic<bool> failed_{false};
   std::function<void(const std::string& why)> on_failure_;
 };
@@ -65,8 +73,10 @@ class UcxRegistration final : public Registration {
   uint64_t address() const override { return address_; }
  private:
   friend class UcxFabric;
-  explicit UcxRegistration(ucp_context_h ctx) : ctx_(ctx) {}
+  UcxRegistration(ucp_context_h ctx, ServedMemory& served) : ctx_(ctx), served_(served) {}
   ucp_context_h ctx_;
+  ServedMemory& served_;
+  uint64_t served_handle_ = 0;  // 0: not listed
   ucp_mem_h memh_ = nullptr;
   std::string rkey_;
   uint64_t address_ = 0;
@@ -103,6 +113,9 @@ class UcxFabric final : public Fabric {
   std::atomic<bool> stop_{false};
   std::thread progress_;
   std::unique_ptr<ControlChannel> control_;  // the listener and connect()'s endpoints
+  GetMode gets_ = GetMode::automatic;
+  ServedMemory served_;         // what peers may read by message
+  PendingAmGets pending_gets_;  // this node's gets by message, awaiting replies
 };
 
 // Whether UCX_TLS names a shared-memory transport (posix, sysv, cma, shm, ...).

@@ -57,7 +57,9 @@ std::unique_ptr<Pair> connect_pair() {
   if (!s) return nullptr;
   p->server = std::move(s).value();
   EXPECT_GT(p->server->port(), 0);
-  auto c = Fabric::create({.listen = false}, p->client_in.handler());
+  // ucp_get (rma), so that this suite keeps exercising it on both transports
+  // (automatic mode would get by message on both: fabric_am_get_test.cc).
+  auto c = Fabric::create({.listen_host = "", .port = 0, .listen = false, .gets = GetMode::rma}, p->client_in.handler());
   EXPECT_TRUE(c) << c.status().message();
   if (!c) return nullptr;
   p->client = std::move(c).value();
