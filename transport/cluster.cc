@@ -92,6 +92,10 @@ Result<std::unique_ptr<Cluster>> Cluster::create(ClusterOptions options, std::ve
     c->remotes_.push_back(std::make_unique<Remote>(*c, d.name));
     d.fetcher->set_remote(c->remotes_.back().get());
   }
+  {
+    std::lock_guard lk(c->handler_mu_);
+    c->serving_ = true;
+  }
   if (c->size() > 1) {
     spdlog::info("cluster: rank {} of {} ({}), listening on port {}; {}", c->self(), c->size(),
                  c->options_.membership.source, c->fabric_->port(), c->fabric_->transports());
@@ -101,6 +105,10 @@ Result<std::unique_ptr<Cluster>> Cluster::create(ClusterOptions options, std::ve
 }
 
 Cluster::~Cluster() {
+  {
+    std::lock_guard lk(handler_mu_);  // waits for a message being handled
+    serving_ = false;
+  }
   for (size_t i = 0; i < datasets_.size(); ++i) datasets_[i].fetcher->set_remote(nullptr);
   for (auto& r : remotes_) r->drain();
   {
@@ -122,6 +130,8 @@ Cluster::~Cluster() {
 }
 
 void Cluster::on_message(Message& m) {
+  std::lock_guard lk(handler_mu_);
+  if (!serving_) return;  // not set up yet, or going away
   auto decoded = decode(m.bytes);
   if (!decoded) {
     if (loud()) spdlog::warn("cluster: malformed message from {} ignored: {}", m.from, decoded.status().message());

@@ -172,6 +172,12 @@ class Cluster {
   std::vector<std::unique_ptr<Registration>> registrations_;  // per dataset (null if no memory)
   std::vector<std::unique_ptr<Peer>> peers_;                  // by rank; self included (unused)
   std::vector<std::unique_ptr<Remote>> remotes_;              // per dataset, installed in its fetcher
+  // The fabric delivers messages as soon as it exists, before create() has
+  // registered memory and made the remotes, and until the destructor has
+  // torn them down: messages are handled only while serving_ (a join that
+  // comes too early is dropped; its sender retries). Held for each message.
+  std::mutex handler_mu_;
+  bool serving_ = false;  // under handler_mu_
   std::mutex serve_mu_;                   // guards challenged_ and admitted_
   std::deque<Challenged> challenged_;     // oldest first; at most kMaxChallenges
   std::map<uint32_t, Admitted> admitted_;  // by rank
