@@ -151,6 +151,8 @@ class Manifest {
   Status check_sample(uint64_t i, std::span<const std::byte> bytes) const;
   Status repair_samples(uint64_t seen_generation, const std::string& why) const;
   uint64_t samples_generation() const;
+  // tfrecord: sample i's masked data CRC, checked against its data (SampleTable).
+  Result<uint32_t> sample_masked_crc(uint64_t i) const;
 
   // ---- totals ----
   uint64_t total_bytes() const { return total_bytes_; }  // size of the byte space
