@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# TFRecord datasets through the mount (format tfrecord): files written and
+# parsed by tfrecord_check.py (python3-crcmod's CRC32C, not DLFS's). Every
+# rank's .tfrecord view parses as TFRecord with every CRC right, the ranks
+# together hold each source record exactly once, and each rank's .tar holds
+# the same records in the same order: records located by a scan, then by the
+# DALI indexes `dlfs-ctl tfrecord index` writes, in rounds. A record whose
+# data was damaged makes reads of it fail with EIO, the log naming file and
+# offset, never wrong bytes; `dlfs-ctl tfrecord verify` names it too, and a
+# damaged length field is reported with its file and offset.
+source "$(dirname "$0")/lib.sh"
+require_fuse
+"$PYTHON" -c 'import crcmod.predefined' 2>/dev/null ||
+  skip "python3-crcmod is not installed (tools/install-deps.sh installs it)"
+TF="$(dirname "$0")/tfrecord_check.py"
+SRC="$WORK/src"
+"$PYTHON" "$TF" make "$SRC" 3 200 7
+
+# dlfs-ctl on the files: 600 records found by a scan, every CRC right.
+"$DLFS_CTL" tfrecord show "$SRC" >"$WORK/show.out" || fail "dlfs-ctl tfrecord show"
+grep -q "^3 TFRecord files, 600 records" "$WORK/show.out" || { cat "$WORK/show.out"; fail "show's totals"; }
+grep -q "located by a scan" "$WORK/show.out" || fail "without indexes show should say the records are scanned"
+"$DLFS_CTL" tfrecord verify "$SRC" | grep -q "^600 records in 3 TFRecord files: every length and data CRC matches" ||
+  fail "dlfs-ctl tfrecord verify on good files"
+
+# 1. Located by a scan; whole-dataset epochs.
+start_daemon "$WORK/mnt" "$WORK/d1.log" --backend "$SRC" --name t --format tfrecord --seed 5
+grep -q "600 records in 3 TFRecord files (0 located by their .idx, 3 by a scan)" "$WORK/d1.log" ||
+  fail "the load should report a scan of the 3 files"
+for ew in "0 2" "1 1" "3 3"; do
+  "$PYTHON" "$TF" views "$WORK/mnt" t "$SRC" $ew || fail "views of epoch/W $ew"
+done
+stop_daemon "$DAEMON_PID" "$WORK/mnt"
+
+# 2. DALI indexes from dlfs-ctl; epochs in rounds (R = 0.3); the daemon's
+#    verify compares what it holds with the backend.
+"$DLFS_CTL" tfrecord index "$SRC" | grep -q "^wrote 3 indexes" || fail "dlfs-ctl tfrecord index"
+[ "$(wc -l <"$SRC/train-00000-of-00003.idx")" = 200 ] || fail "an index has a line per record"
+"$DLFS_CTL" tfrecord show "$SRC" | grep -c "located by its .idx" | grep -qx 3 || fail "show should use the indexes"
+start_daemon "$WORK/mnt" "$WORK/d2.log" --backend "$SRC" --name t --format tfrecord --seed 5 --shuffle-ratio 0.3
+grep -q "(3 located by their .idx, 0 by a scan)" "$WORK/d2.log" || fail "the indexes were not used"
+for ew in "0 2" "2 1"; do
+  "$PYTHON" "$TF" views "$WORK/mnt" t "$SRC" $ew || fail "views of epoch/W $ew in rounds"
+done
+wait_loaded "$WORK/mnt"
+"$DLFS_CTL" --socket "$(ctl_socket "$WORK/mnt")" verify >"$WORK/verify.out" || { cat "$WORK/verify.out"; fail "dlfs-ctl verify"; }
+stop_daemon "$DAEMON_PID" "$WORK/mnt"
+
+# 3. One record's data damaged (its index still tiles the file): EIO for the
+#    rank whose view holds it, the log naming file and offset; dlfs-ctl
+#    tfrecord verify names it and fails.
+cp -r "$SRC" "$WORK/bad"
+off=$("$PYTHON" "$TF" corrupt "$WORK/bad" train-00001-of-00003 7)
+where="$WORK/bad/train-00001-of-00003: record at byte $off"
+if "$DLFS_CTL" tfrecord verify "$WORK/bad" >"$WORK/bad.out" 2>&1; then fail "verify passed a damaged record"; fi
+grep -q "^$where: the data's CRC does not match" "$WORK/bad.out" || { cat "$WORK/bad.out"; fail "verify's report"; }
+start_daemon "$WORK/mnt" "$WORK/d3.log" --backend "$WORK/bad" --name t --format tfrecord --seed 5
+"$PYTHON" "$TF" expect-eio "$WORK/mnt" t 2 || fail "reads of the damaged record"
+grep -q "$where: the data's CRC does not match" "$WORK/d3.log" || fail "the log does not name the damaged record"
+stop_daemon "$DAEMON_PID" "$WORK/mnt"
+
+# 4. A damaged length field: found by the scan, named with file and offset.
+rm "$WORK/bad"/*.idx
+cp "$SRC/train-00002-of-00003" "$WORK/bad/train-00002-of-00003"
+printf '\x99' | dd of="$WORK/bad/train-00002-of-00003" bs=1 seek=3 conv=notrunc status=none
+if "$DLFS_CTL" tfrecord show "$WORK/bad" >"$WORK/len.out" 2>&1; then fail "show accepted a damaged length"; fi
+grep -q "$WORK/bad/train-00002-of-00003: record at byte 0: the length's CRC does not match" "$WORK/len.out" ||
+  { cat "$WORK/len.out"; fail "the damaged length is not named"; }
+log "ok"
