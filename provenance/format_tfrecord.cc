@@ -11,6 +11,7 @@
 // (one read of the record from the backend); a bad CRC makes every read of
 // that sample fail with EIO and logs the file and offset: never wrong bytes.
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -43,8 +44,12 @@ constexpr uint64_t kUnchecked = 0, kGood = uint64_t{1} << 32, kBad = uint64_t{2}
 
 class TfrecordSamples final : public SampleTable {
  public:
-  explicit TfrecordSamples(Located l) : l_(std::move(l)), state_(new std::atomic<uint64_t>[l_.records.size()]) {
+  explicit TfrecordSamples(Located l)
+      : l_(std::move(l)),
+        state_(new std::atomic<uint64_t>[l_.records.size()]),
+        fds_(new std::atomic<int>[l_.paths.size()]) {
     for (size_t i = 0; i < l_.records.size(); ++i) state_[i].store(kUnchecked, std::memory_order_relaxed);
+    for (size_t f = 0; f < l_.paths.size(); ++f) fds_[f].store(-1, std::memory_order_relaxed);
     fixed_ = l_.records.empty() ? 0 : l_.records[0].length;
     for (const auto& r : l_.records)
       if (r.length != fixed_) fixed_ = 0;
@@ -65,6 +70,10 @@ class TfrecordSamples final : public SampleTable {
     std::snprintf(rec, sizeof rec, "/%08llu.bin", static_cast<unsigned long long>(i - l_.first[f]));
     return tree.file_path(l_.file_ids[f]) + rec;
   }
+  ~TfrecordSamples() override {
+    for (size_t f = 0; f < l_.paths.size(); ++f)
+      if (const int fd = fds_[f].load(); fd >= 0) ::close(fd);
+  }
   uint64_t fixed_size() const override { return fixed_; }
   uint64_t check_bytes(uint64_t) const override { return tf::kHeaderBytes; }
   Status check(uint64_t i, std::span<const std::byte> header) const override;
@@ -73,15 +82,20 @@ class TfrecordSamples final : public SampleTable {
     uint64_t paths = 0;
     for (const auto& p : l_.paths) paths += p.capacity() + sizeof p;
     return sizeof(*this) + paths + l_.file_ids.capacity() * 4 + l_.first.capacity() * 8 +
-           l_.records.capacity() * sizeof(tf::Record) + l_.records.size() * sizeof(std::atomic<uint64_t>);
+           l_.records.capacity() * sizeof(tf::Record) + l_.records.size() * sizeof(std::atomic<uint64_t>) +
+           l_.paths.size() * sizeof(std::atomic<int>);
   }
 
  private:
   uint32_t file_of(uint64_t i) const {
     return static_cast<uint32_t>(std::upper_bound(l_.first.begin(), l_.first.end(), i) - l_.first.begin()) - 1;
   }
+  // File f's descriptor, opened on first use and kept: one open per file,
+  // not per record (an open is a metadata round trip on Lustre).
+  Result<int> fd_of(uint32_t f) const;
   Located l_;
   std::unique_ptr<std::atomic<uint64_t>[]> state_;
+  std::unique_ptr<std::atomic<int>[]> fds_;
   uint64_t fixed_ = 0;
 };
 
@@ -110,9 +124,8 @@ Result<uint32_t> TfrecordSamples::masked_data_crc(uint64_t i) const {
   if (s == kBad)
     return Status(EIO, path + ": record at byte " + std::to_string(r.offset) + ": the data's CRC does not match");
   // Unchecked: read the record once. Racing readers both check; same answer.
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return Status::from_errno(errno, "opening " + path + " to check a record's CRC");
-  auto crc = tf::check_data(fd.get(), r, path);
+  DLFS_ASSIGN_OR_RETURN(const int fd, fd_of(file_of(i)));
+  auto crc = tf::check_data(fd, r, path);
   if (crc) {
     state_[i].store(kGood | *crc, std::memory_order_release);
   } else if (crc.status().err() == EIO) {
@@ -120,6 +133,16 @@ Result<uint32_t> TfrecordSamples::masked_data_crc(uint64_t i) const {
       spdlog::error("{} (sample {}: its reads fail with EIO)", crc.status().message(), i);
   }
   return crc;
+}
+
+Result<int> TfrecordSamples::fd_of(uint32_t f) const {
+  int fd = fds_[f].load(std::memory_order_acquire);
+  if (fd >= 0) return fd;
+  UniqueFd opened(::open(l_.paths[f].c_str(), O_RDONLY | O_CLOEXEC));
+  if (!opened.valid()) return Status::from_errno(errno, "opening " + l_.paths[f] + " to check a record's CRC");
+  // Racing first users: one descriptor wins, the others close theirs.
+  if (fds_[f].compare_exchange_strong(fd, opened.get(), std::memory_order_acq_rel)) return opened.release();
+  return fd;
 }
 
 // Flattens the files' records into sample order (logging unusable indexes).
