@@ -4,7 +4,8 @@
 # rank's .tfrecord view parses as TFRecord with every CRC right, the ranks
 # together hold each source record exactly once, and each rank's .tar holds
 # the same records in the same order: records located by a scan, then by the
-# DALI indexes `dlfs-ctl tfrecord index` writes, in rounds. A record whose
+# DALI indexes `dlfs-ctl tfrecord index` writes, in rounds, then striped over
+# two daemons. A record whose
 # data was damaged makes reads of it fail with EIO, the log naming file and
 # offset, never wrong bytes; `dlfs-ctl tfrecord verify` names it too, and a
 # damaged length field is reported with its file and offset.
@@ -59,7 +60,32 @@ start_daemon "$WORK/mnt" "$WORK/d3.log" --backend "$WORK/bad" --name t --format 
 grep -q "$where: the data's CRC does not match" "$WORK/d3.log" || fail "the log does not name the damaged record"
 stop_daemon "$DAEMON_PID" "$WORK/mnt"
 
-# 4. A damaged length field: found by the scan, named with file and offset.
+# 4. Striped over two daemons on this host (UCX over shared memory): both
+#    serve every view right, the other stripe from the peer's memory.
+PB=$((20000 + RANDOM % 20000))
+PEERS="127.0.0.1:$PB,127.0.0.1:$((PB + 1))"
+make_token "$WORK/token"
+export UCX_TLS=posix,cma,sysv,tcp UCX_WARN_UNUSED_ENV_VARS=n
+for i in 0 1; do
+  start_daemon "$WORK/c$i" "$WORK/c$i.log" --backend "$SRC" --name t --format tfrecord --seed 5 \
+    --extent-size 256K --peers "$PEERS" --rank "$i" --token-file "$WORK/token"
+  NODE_PID[$i]=$DAEMON_PID
+done
+for _ in $(seq 1 300); do
+  [ "$(stat_field "$WORK/c0" 's["cluster"]["all_resident"]')" = True ] &&
+    [ "$(stat_field "$WORK/c1" 's["cluster"]["all_resident"]')" = True ] && break
+  sleep 0.1
+done
+for i in 0 1; do
+  "$PYTHON" "$TF" views "$WORK/c$i" t "$SRC" 0 2 >/dev/null || fail "node $i: views of a striped TFRecord dataset"
+  by=$(stat_field "$WORK/c$i" 's["datasets"][0]["bytes_by_source"]')
+  [ "$(stat_field "$WORK/c$i" 's["datasets"][0]["bytes_by_source"]["remote"]')" -gt 0 ] ||
+    fail "node $i: a striped dataset should serve the other stripe from the peer: $by"
+done
+log "striped over two daemons: views right on both, the other stripe from the peer"
+for i in 0 1; do stop_daemon "${NODE_PID[$i]}" "$WORK/c$i"; done
+
+# 5. A damaged length field: found by the scan, named with file and offset.
 rm "$WORK/bad"/*.idx
 cp "$SRC/train-00002-of-00003" "$WORK/bad/train-00002-of-00003"
 printf '\x99' | dd of="$WORK/bad/train-00002-of-00003" bs=1 seek=3 conv=notrunc status=none
