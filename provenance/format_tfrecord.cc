@@ -145,9 +145,12 @@ Result<int> TfrecordSamples::fd_of(uint32_t f) const {
   return fd;
 }
 
-// Flattens the files' records into sample order (logging unusable indexes).
-Result<Located> locate(const Manifest& tree) {
-  DLFS_ASSIGN_OR_RETURN(auto files, tf::locate_files(tree, true));
+// Flattens the files' records into sample order (logging unusable indexes
+// and, with tfrecord_skip_bad_files, the files left out).
+Result<Located> locate(const Manifest& tree, const FormatOptions& o) {
+  std::vector<std::string> skipped;
+  DLFS_ASSIGN_OR_RETURN(auto files, tf::locate_files(tree, true, o.tfrecord_skip_bad_files ? &skipped : nullptr));
+  for (const auto& why : skipped) spdlog::error("{}: the file is left out of the samples (tfrecord_skip_bad_files)", why);
   Located l;
   for (auto& f : files) {
     if (!f.why_scanned.empty()) spdlog::warn("{}; scanned the file's records instead", f.why_scanned);
@@ -174,7 +177,7 @@ class TfrecordFormat final : public DatasetFormat {
   Result<std::unique_ptr<SampleTable>> samples(const Manifest& tree, const FormatOptions& o) const override {
     DLFS_RETURN_IF_ERROR(check_options(o));
     const auto start = std::chrono::steady_clock::now();
-    auto located = locate(tree);
+    auto located = locate(tree, o);
     if (!located) return located.status().with_context("dataset root '" + tree.root() + "' (format tfrecord)");
     spdlog::info("{}: {} records in {} TFRecord files ({} located by their .idx, {} by a scan) in {:.3f} s",
                  tree.root(), located->records.size(), located->file_ids.size(), located->indexed,

@@ -45,6 +45,9 @@ struct FormatOptions {
   // besides the first and the last (lmdb_check.h). Reads check overflow
   // headers whatever this is.
   uint32_t lmdb_spot_leaves = 32;
+  // tfrecord: a file with a bad length CRC or a truncated record is left out
+  // of the samples (logged, still in the raw view) instead of failing the load.
+  bool tfrecord_skip_bad_files = false;
 };
 
 // lmdb: where the value locations came from (logs, stats, dlfs-ctl).

@@ -27,7 +27,7 @@ bool is_index(const Manifest& tree, uint32_t f) {
          tree.find_file(tree.file_parent(f), name.substr(0, name.size() - 4)).has_value();
 }
 
-Result<std::vector<File>> locate_files(const Manifest& tree, bool use_indexes) {
+Result<std::vector<File>> locate_files(const Manifest& tree, bool use_indexes, std::vector<std::string>* skipped) {
   std::vector<File> files;
   for (uint32_t f = 0; f < tree.file_count(); ++f) {
     if (is_index(tree, f)) continue;
@@ -44,7 +44,13 @@ Result<std::vector<File>> locate_files(const Manifest& tree, bool use_indexes) {
     if (!file.indexed) {
       UniqueFd fd(::open(file.path.c_str(), O_RDONLY | O_CLOEXEC));
       if (!fd.valid()) return Status::from_errno(errno, "opening " + file.path);
-      DLFS_ASSIGN_OR_RETURN(file.records, scan(fd.get(), tree.file_size(f), file.path));
+      auto scanned = scan(fd.get(), tree.file_size(f), file.path);
+      if (!scanned && skipped && scanned.status().err() == EIO) {
+        skipped->push_back(scanned.status().message());
+        continue;
+      }
+      if (!scanned) return scanned.status();
+      file.records = std::move(scanned).value();
     }
     files.push_back(std::move(file));
   }

@@ -30,7 +30,9 @@ bool is_index(const Manifest& tree, uint32_t f);
 
 // Locates the records of every TFRecord file of the tree, in canonical order
 // (by their indexes if `use_indexes`). A bad length CRC or a truncated record
-// is an error naming the file and the record's offset.
-Result<std::vector<File>> locate_files(const Manifest& tree, bool use_indexes);
+// is an error naming the file and the record's offset; with `skipped`, such a
+// file is left out and its error appended there instead.
+Result<std::vector<File>> locate_files(const Manifest& tree, bool use_indexes,
+                                       std::vector<std::string>* skipped = nullptr);
 
 }  // namespace dlfs::provenance::tfrecord

@@ -8,7 +8,8 @@
 # two daemons. A record whose
 # data was damaged makes reads of it fail with EIO, the log naming file and
 # offset, never wrong bytes; `dlfs-ctl tfrecord verify` names it too, and a
-# damaged length field is reported with its file and offset.
+# damaged length field is reported with its file and offset (and refused by
+# dlfsd, unless tfrecord_skip_bad_files leaves the file out).
 source "$(dirname "$0")/lib.sh"
 require_fuse
 "$PYTHON" -c 'import crcmod.predefined' 2>/dev/null ||
@@ -92,4 +93,28 @@ printf '\x99' | dd of="$WORK/bad/train-00002-of-00003" bs=1 seek=3 conv=notrunc 
 if "$DLFS_CTL" tfrecord show "$WORK/bad" >"$WORK/len.out" 2>&1; then fail "show accepted a damaged length"; fi
 grep -q "$WORK/bad/train-00002-of-00003: record at byte 0: the length's CRC does not match" "$WORK/len.out" ||
   { cat "$WORK/len.out"; fail "the damaged length is not named"; }
+lenbad="$WORK/bad/train-00002-of-00003: record at byte 0: the length's CRC does not match"
+# verify goes on past a bad file: both damaged files are named.
+if "$DLFS_CTL" tfrecord verify "$WORK/bad" >"$WORK/both.out" 2>&1; then fail "verify passed two damaged files"; fi
+grep -qF "$lenbad" "$WORK/both.out" && grep -qF "$where: the data's CRC does not match" "$WORK/both.out" &&
+  grep -q "files with a bad record header: 1; records with a bad data CRC: 1 of 400" "$WORK/both.out" ||
+  { cat "$WORK/both.out"; fail "verify should name both damaged files"; }
+rc=0
+mkdir -p "$WORK/mnt-refused"
+timeout 30 "$DLFSD" --mountpoint "$WORK/mnt-refused" --control-socket "$WORK/ctl-refused.sock" --backend "$WORK/bad" \
+  --name t --format tfrecord >"$WORK/d5.log" 2>&1 || rc=$?
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "dlfsd should refuse a dataset with a damaged length (rc $rc)"
+grep -qF "$lenbad" "$WORK/d5.log" || { cat "$WORK/d5.log"; fail "dlfsd's refusal does not name file and offset"; }
+# tfrecord_skip_bad_files: the file is left out (logged), the other two serve.
+cat >"$WORK/skip.toml" <<TOML
+[[dataset]]
+name = "t"
+backend = "$WORK/bad"
+format = "tfrecord"
+tfrecord_skip_bad_files = true
+TOML
+start_daemon "$WORK/mnt" "$WORK/d6.log" --config "$WORK/skip.toml"
+[ "$(stat_field "$WORK/mnt" 's["datasets"][0]["samples"]')" = 400 ] || fail "two files of 200 records should serve"
+grep -F "$lenbad" "$WORK/d6.log" | grep -q "the file is left out of the samples" || { cat "$WORK/d6.log"; fail "the left-out file is not logged"; }
+stop_daemon "$DAEMON_PID" "$WORK/mnt"
 log "ok"

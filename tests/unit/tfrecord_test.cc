@@ -20,7 +20,9 @@ using dlfs::test::ref_frame;
 using dlfs::test::ref_masked_crc;
 
 std::span<const std::byte> as_bytes(const std::string& s) { return std::as_bytes(std::span(s.data(), s.size())); }
-std::string as_string(std::span<const std::byte> b) { return std::string(reinterpret_cast<const char*>(b.data()), b.size()); }
+std::string as_string(std::span<const std::byte> b) {
+  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+}
 
 class TfrecordTest : public ::dlfs::test::TempDirTest {
  protected:
@@ -105,8 +107,19 @@ TEST_F(TfrecordTest, BadLengthCrcOrTruncationFailsTheLoadNamingFileAndOffset) {
   ASSERT_FALSE(m.is_ok());
   EXPECT_EQ(m.status().err(), EIO);
   const std::string msg = m.status().message();
-  EXPECT_NE(msg.find(tmp_.file("ds/x.tfrecord") + ": record at byte " + std::to_string(at[1])), std::string::npos) << msg;
+  const std::string where = tmp_.file("ds/x.tfrecord") + ": record at byte " + std::to_string(at[1]);
+  EXPECT_NE(msg.find(where), std::string::npos) << msg;
   EXPECT_NE(msg.find("length's CRC"), std::string::npos) << msg;
+
+  // With tfrecord_skip_bad_files the file is left out and the others serve.
+  write("y.tfrecord", {"y0", "y1"});
+  FormatOptions skip;
+  skip.format = "tfrecord";
+  skip.tfrecord_skip_bad_files = true;
+  auto rest = Manifest::build(tmp_.file("ds"), skip);
+  ASSERT_TRUE(rest.is_ok()) << rest.status().message();
+  ASSERT_EQ(rest->sample_count(), 2u);
+  EXPECT_EQ(data(*rest, 1), "y1");
 
   tmp_.write_file("ds/x.tfrecord", files_["x.tfrecord"].substr(0, at[2] + 14));  // the third cut short
   m = open();

@@ -21,10 +21,12 @@ namespace tf = provenance::tfrecord;
 constexpr int kOk = 0, kFailed = 1;
 
 // The TFRecord files of DIR as dlfsd would locate them (format tfrecord).
-Result<std::vector<tf::File>> locate(const std::string& dir, bool use_indexes) {
+// With `bad`, files with a bad header are listed there instead of failing.
+Result<std::vector<tf::File>> locate(const std::string& dir, bool use_indexes,
+                                     std::vector<std::string>* bad = nullptr) {
   provenance::FormatOptions files;  // the tree only: every file as is
   DLFS_ASSIGN_OR_RETURN(auto tree, provenance::Manifest::build(dir, files));
-  return tf::locate_files(tree, use_indexes);
+  return tf::locate_files(tree, use_indexes, bad);
 }
 
 // Runs a command so that nothing escapes as a crash: errors and exceptions
@@ -67,10 +69,13 @@ Status show(const std::string& dir, bool json_out) {
   return Status::ok();
 }
 
-// Checks every record's data CRC; each bad one is a line naming file and offset.
+// Checks every record's data CRC; each bad one (and each file whose headers
+// cannot be followed) is a line naming file and offset.
 Status verify(const std::string& dir) {
-  DLFS_ASSIGN_OR_RETURN(auto files, locate(dir, true));
-  uint64_t records = 0, bad = 0;
+  std::vector<std::string> bad_files;
+  DLFS_ASSIGN_OR_RETURN(auto files, locate(dir, true, &bad_files));
+  for (const auto& why : bad_files) std::printf("%s\n", why.c_str());
+  uint64_t records = 0, bad = bad_files.size();
   for (const auto& f : files) {
     UniqueFd fd(::open(f.path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd.valid()) return Status::from_errno(errno, "opening " + f.path);
@@ -84,7 +89,9 @@ Status verify(const std::string& dir) {
     }
   }
   if (bad)
-    return Status(EIO, std::to_string(bad) + " of " + std::to_string(records) + " records have a bad data CRC");
+    return Status(EIO, "files with a bad record header: " + std::to_string(bad_files.size()) +
+                           "; records with a bad data CRC: " + std::to_string(bad - bad_files.size()) + " of " +
+                           std::to_string(records));
   std::printf("%llu records in %zu TFRecord files: every length and data CRC matches\n",
               static_cast<unsigned long long>(records), files.size());
   return Status::ok();
