@@ -11,6 +11,7 @@
 // (one read of the record from the backend); a bad CRC makes every read of
 // that sample fail with EIO and logs the file and offset: never wrong bytes.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +35,7 @@ namespace tf = tfrecord;
 struct Located {
   std::vector<uint32_t> file_ids;   // tree file id of each TFRecord file
   std::vector<std::string> paths;   // its absolute path (checks, messages)
+  std::vector<FileIdentity> pins;   // what the scan saw of it
   std::vector<uint64_t> first{0};   // first sample of each TFRecord file, plus the count
   std::vector<tf::Record> records;  // by sample id
   uint32_t indexed = 0;             // files located by their index
@@ -83,7 +85,7 @@ class TfrecordSamples final : public SampleTable {
     for (const auto& p : l_.paths) paths += p.capacity() + sizeof p;
     return sizeof(*this) + paths + l_.file_ids.capacity() * 4 + l_.first.capacity() * 8 +
            l_.records.capacity() * sizeof(tf::Record) + l_.records.size() * sizeof(std::atomic<uint64_t>) +
-           l_.paths.size() * sizeof(std::atomic<int>);
+           l_.paths.size() * (sizeof(std::atomic<int>) + sizeof(FileIdentity));
   }
 
  private:
@@ -93,6 +95,9 @@ class TfrecordSamples final : public SampleTable {
   // File f's descriptor, opened on first use and kept: one open per file,
   // not per record (an open is a metadata round trip on Lustre).
   Result<int> fd_of(uint32_t f) const;
+  // OK while the open file is the version the scan pinned (size, mtime,
+  // inode, device): a CRC is never vouched for bytes of another version.
+  Status unchanged(int fd, uint32_t f) const;
   Located l_;
   std::unique_ptr<std::atomic<uint64_t>[]> state_;
   std::unique_ptr<std::atomic<int>[]> fds_;
@@ -124,8 +129,12 @@ Result<uint32_t> TfrecordSamples::masked_data_crc(uint64_t i) const {
   if (s == kBad)
     return Status(EIO, path + ": record at byte " + std::to_string(r.offset) + ": the data's CRC does not match");
   // Unchecked: read the record once. Racing readers both check; same answer.
-  DLFS_ASSIGN_OR_RETURN(const int fd, fd_of(file_of(i)));
+  const uint32_t f = file_of(i);
+  DLFS_ASSIGN_OR_RETURN(const int fd, fd_of(f));
+  // Before and after the read, as BackendReader does: a write in between is seen.
+  DLFS_RETURN_IF_ERROR(unchanged(fd, f));
   auto crc = tf::check_data(fd, r, path);
+  DLFS_RETURN_IF_ERROR(unchanged(fd, f));
   if (crc) {
     state_[i].store(kGood | *crc, std::memory_order_release);
   } else if (crc.status().err() == EIO) {
@@ -145,6 +154,18 @@ Result<int> TfrecordSamples::fd_of(uint32_t f) const {
   return fd;
 }
 
+Status TfrecordSamples::unchanged(int fd, uint32_t f) const {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return Status::from_errno(errno, "fstat " + l_.paths[f]);
+  const FileIdentity& pin = l_.pins[f];
+  const int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  if (static_cast<uint64_t>(st.st_size) != pin.size || mtime != pin.mtime_ns ||
+      static_cast<uint64_t>(st.st_ino) != pin.inode || static_cast<uint64_t>(st.st_dev) != pin.device)
+    return Status(EIO, l_.paths[f] + " changed since the dataset was opened (size, mtime or inode): its records "
+                                     "are not checked against another version; restart dlfsd to serve the new one");
+  return Status::ok();
+}
+
 // Flattens the files' records into sample order (logging unusable indexes
 // and, with tfrecord_skip_bad_files, the files left out).
 Result<Located> locate(const Manifest& tree, const FormatOptions& o) {
@@ -157,6 +178,7 @@ Result<Located> locate(const Manifest& tree, const FormatOptions& o) {
     l.indexed += f.indexed ? 1 : 0;
     l.file_ids.push_back(f.file);
     l.paths.push_back(std::move(f.path));
+    l.pins.push_back(tree.file_identity(f.file));
     l.records.insert(l.records.end(), f.records.begin(), f.records.end());
     l.first.push_back(l.records.size());
   }

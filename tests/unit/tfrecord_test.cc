@@ -3,6 +3,9 @@
 // a scan and by a DALI index, and bad input: a bad length CRC or a truncated
 // record fails the load naming file and offset, a bad data CRC fails every
 // read check of that sample (and only that one) naming file and offset.
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <map>
 #include <random>
 #include <span>
@@ -145,6 +148,16 @@ TEST_F(TfrecordTest, BadDataCrcFailsThatSamplesChecksNamingFileAndOffset) {
               std::string::npos) << s.message();
     EXPECT_EQ(m->sample_masked_crc(1).status().err(), EIO);
   }
+  // The file touched after the load: a record not checked yet is not checked
+  // against the new version (EIO naming the change), though its bytes match.
+  const std::string path = tmp_.file("ds/x.tfrecord");
+  auto fresh = open();
+  ASSERT_TRUE(fresh.is_ok());
+  struct timespec later[2] = {{0, UTIME_OMIT}, {67890, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), later, 0), 0);
+  Status changed = check(*fresh, 2);
+  EXPECT_EQ(changed.err(), EIO);
+  EXPECT_NE(changed.message().find("changed since the dataset was opened"), std::string::npos) << changed.message();
   // A header that no longer says the length the load saw (file rewritten).
   const std::string wrong = ref_frame("other length!").substr(0, 12);
   EXPECT_EQ(m->check_sample(0, as_bytes(wrong)).err(), EIO);
