@@ -5,11 +5,13 @@
 //
 // Records are located at load by the index when it tiles the file, else by a
 // scan of the headers (12 bytes read per record, length CRCs checked). A bad
-// length CRC or a truncated record fails the load with the file and offset.
+// length CRC or a truncated record fails the load with the file and offset
+// (tfrecord_skip_bad_files: the file is left out, logged).
 // Reads are checked: the 12 header bytes before a sample are checked on every
 // read, and the data's CRC once per sample, before its first byte is served
-// (one read of the record from the backend); a bad CRC makes every read of
-// that sample fail with EIO and logs the file and offset: never wrong bytes.
+// (one read of the record from the backend, whose file must still be the
+// scanned version); a bad CRC makes every read of that sample fail with EIO
+// and logs the file and offset: never wrong bytes.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
