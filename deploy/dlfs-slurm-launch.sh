@@ -43,11 +43,13 @@ Options:
 
 Environment: DLFSD and DLFS_CTL name the binaries (default: dlfsd and dlfs-ctl
 from PATH, resolved here; the same path must work on every node). UCX_TLS,
-UCX_NET_DEVICES and other UCX_* variables reach the daemons (srun exports the
-environment).
+UCX_NET_DEVICES and other UCX_* variables reach the daemons: their steps get
+this script's environment (--export=ALL, also under sbatch --export=NONE).
+COMMAND's step follows the job's own --export setting.
 
-Each daemon's control socket is /tmp/dlfs-$UID/job$SLURM_JOB_ID.sock on its node:
-  srun --overlap --nodes=1 --ntasks=1 -w NODE dlfs-ctl --socket /tmp/dlfs-$(id -u)/job$SLURM_JOB_ID.sock status
+Each daemon's control socket is /tmp/dlfs-$UID/job$SLURM_JOB_ID.sock on its node.
+From another shell, as the job's user (root may not start steps in others' jobs):
+  srun --jobid=JOB --overlap --nodes=1 --ntasks=1 -w NODE dlfs-ctl --socket /tmp/dlfs-$(id -u)/jobJOB.sock status
 
 Example (sbatch script):
   #SBATCH --nodes=4 --ntasks-per-node=8 --mem=0
@@ -110,6 +112,18 @@ DLFS_CTL=$(command -v "${DLFS_CTL:-dlfs-ctl}") || die "dlfs-ctl not found (put i
 DLFSD=$(abs "$DLFSD")
 DLFS_CTL=$(abs "$DLFS_CTL")
 NODES=$SLURM_JOB_NUM_NODES
+# `sbatch --export=NONE` leaves SLURM_EXPORT_ENV=NONE here, and srun then starts
+# COMMAND with no environment (no PATH: "execve(): python: No such file or
+# directory"). This script's own steps pass --export=ALL; COMMAND's step keeps
+# the user's choice, but say once why it may fail.
+case ${SLURM_EXPORT_ENV:-} in
+  NONE*|NIL*)
+    case " ${SRUN_ARGS[*]-} " in
+      *" --export"*) ;;
+      *) log "SLURM_EXPORT_ENV=$SLURM_EXPORT_ENV (sbatch --export=NONE): the command's step gets no environment;" \
+           "give it an absolute path, or pass --srun-arg=--export=ALL" ;;
+    esac ;;
+esac
 LOG=$(abs "${LOG:-${SLURM_SUBMIT_DIR:-$PWD}/dlfsd-$SLURM_JOB_ID.log}")
 # Node-local and short (a Unix socket path has ~107 bytes); /tmp, because
 # XDG_RUNTIME_DIR, copied from the login node, may not exist on compute nodes.
@@ -123,8 +137,10 @@ fi
 
 # One task on every node of the job. --ntasks is explicit because sbatch's
 # SLURM_NTASKS would otherwise override --ntasks-per-node; --overlap lets these
-# steps share the nodes with the user's step instead of blocking it.
-PER_NODE=(--nodes="$NODES" --ntasks="$NODES" --ntasks-per-node=1 --overlap --kill-on-bad-exit=0)
+# steps share the nodes with the user's step instead of blocking it;
+# --export=ALL because `sbatch --export=NONE` (a common site default) leaves
+# SLURM_EXPORT_ENV=NONE, and steps would then start with no PATH and no UCX_*.
+PER_NODE=(--nodes="$NODES" --ntasks="$NODES" --ntasks-per-node=1 --overlap --kill-on-bad-exit=0 --export=ALL)
 
 # ---- the token -------------------------------------------------------------
 
@@ -175,11 +191,12 @@ cleanup() {
       true' _ "$DLFS_CTL" "$SOCK" "$MNT" </dev/null >>"$LOG" 2>&1
     # The daemons exit after unmounting; srun forwards SIGTERM to any that did not.
     local _
-    for _ in $(seq 1 30); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 1; done
+    # (Polled every 0.2 s: on a successful run this wait is the job's last second.)
+    for _ in $(seq 1 150); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.2; done
     if kill -0 "$DAEMON_PID" 2>/dev/null; then
       log "daemons still running after unmount: sending SIGTERM"
       kill -TERM "$DAEMON_PID" 2>/dev/null
-      for _ in $(seq 1 20); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 1; done
+      for _ in $(seq 1 100); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.2; done
       kill -KILL "$DAEMON_PID" 2>/dev/null
     fi
     wait "$DAEMON_PID" 2>/dev/null
@@ -210,8 +227,11 @@ DAEMON_CMD=("$DLFSD" --config "$CONFIG" --mountpoint "$MNT" --token-file "$TOKEN
 DAEMON_CMD+=(${DLFSD_ARGS[@]+"${DLFSD_ARGS[@]}"})
 log "starting dlfsd on $NODES nodes (${SLURM_JOB_NODELIST:-?}); output in $LOG"
 # dlfsd stays in the foreground and unmounts on SIGTERM: the step lives as long as the daemons.
+# Appending (after emptying the file once): the unmount step's output is
+# appended too, and a writer at its own offset would overwrite it.
+: >"$LOG" || die "cannot write the daemons' log '$LOG' (--log)"
 srun "${PER_NODE[@]}" ${CPUS:+--cpus-per-task="$CPUS"} --job-name=dlfsd --label \
-  "${DAEMON_CMD[@]}" </dev/null >"$LOG" 2>&1 &
+  "${DAEMON_CMD[@]}" </dev/null >>"$LOG" 2>&1 &
 DAEMON_PID=$!
 
 # Ready when every node's mount answers (.dlfs/stats exists once mounted; the

@@ -1,4 +1,5 @@
 #include "fs/config_keys.h"
+#include "provenance/sample_groups.h"
 
 #include <charconv>
 #include <cmath>
@@ -175,6 +176,10 @@ std::vector<ConfigKey> dataset_keys() {
           "fixed: bytes per record (e.g. 3073)"),
       Key(s, "header_bytes", "--header-bytes", Kind::size, DATASET(format.header_bytes),
           "fixed: bytes to skip at the start of every file"),
+      Key(s, "group_by", "--group-by", Kind::choice, DATASET(format.group_by),
+          "files: consecutive files with one key are one sample (first-dot: the WebDataset key, "
+          "n0153/x of n0153/x.jpg and n0153/x.cls)")
+          .choices(provenance::group_rule_names()),
       Key(s, "seed", "--seed", Kind::integer, DATASET(plan.seed),
           "Job seed of the epoch views: same seed, same orders on every node and restart")
           .range(0),

@@ -25,6 +25,7 @@ uint64_t manifest_fingerprint(const provenance::Manifest& m) {
   add(o.format.data(), o.format.size() + 1);
   add(&o.record_size, sizeof o.record_size);
   add(&o.header_bytes, sizeof o.header_bytes);
+  add(o.group_by.data(), o.group_by.size() + 1);
   for (uint32_t f = 0; f < m.file_count(); ++f) {
     std::string path = m.file_path(f);
     uint64_t size = m.file_size(f);

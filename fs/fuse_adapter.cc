@@ -90,6 +90,17 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   });
 }
 
+// FORGET has no reply; guarded() is for requests that need one.
+void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  ctx(req).ns->forget(ino, nlookup);
+  fuse_reply_none(req);
+}
+
+void op_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  for (size_t i = 0; i < count; ++i) ctx(req).ns->forget(forgets[i].ino, forgets[i].nlookup);
+  fuse_reply_none(req);
+}
+
 void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   guarded(req, "getattr", [&] {
     auto a = ctx(req).ns->getattr(ino);
@@ -127,7 +138,7 @@ void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plu
     used += need;
     return true;
   };
-  Status s = ctx(req).ns->readdir(ino, static_cast<uint64_t>(off), add);
+  Status s = ctx(req).ns->readdir(ino, static_cast<uint64_t>(off), add, plus);
   if (!s) return reply_error(req, s, "readdir");
   fuse_reply_buf(req, buf.data(), used);
 }
@@ -273,7 +284,9 @@ fuse_lowlevel_ops make_ops() {
   ops.setxattr = op_setxattr;
   ops.removexattr = op_removexattr;
   ops.fallocate = op_fallocate;
-  // forget: no inode table, nothing to forget.
+  // No inode table: forgets matter only to epoch view numbers (fs/view_registry.h).
+  ops.forget = op_forget;
+  ops.forget_multi = op_forget_multi;
   return ops;
 }
 

@@ -145,7 +145,7 @@ Status Namespace::opendir(uint64_t ino) const {
   return Status::ok();
 }
 
-Status Namespace::readdir(uint64_t ino, uint64_t offset, const DirFiller& add) const {
+Status Namespace::readdir(uint64_t ino, uint64_t offset, const DirFiller& add, bool kernel_keeps_entries) const {
   auto n = decode_ino(ino);
   if (!n) return not_found();
   auto self = attr_of(*n);
@@ -203,7 +203,7 @@ Status Namespace::readdir(uint64_t ino, uint64_t offset, const DirFiller& add) c
       return Status::ok();
     }
     default:
-      return view_readdir(*n, child_index(), emit);
+      return view_readdir(*n, child_index(), emit, kernel_keeps_entries);
   }
 }
 

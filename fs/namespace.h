@@ -58,7 +58,12 @@ class Namespace {
   Result<Attr> lookup(uint64_t parent, std::string_view name) const;
   Result<Attr> getattr(uint64_t ino) const;
   // Directory listing from `offset` (0 = start; "." and ".." first).
-  Status readdir(uint64_t ino, uint64_t offset, const DirFiller& add) const;
+  // kernel_keeps_entries: a readdirplus listing, whose entries (but "." and
+  // "..") the kernel keeps like lookups until it forgets them.
+  Status readdir(uint64_t ino, uint64_t offset, const DirFiller& add, bool kernel_keeps_entries = false) const;
+  // The kernel dropped `nlookup` references to `ino` (FUSE FORGET): epoch
+  // view numbers it no longer holds may be recycled (fs/view_registry.h).
+  void forget(uint64_t ino, uint64_t nlookup) const;
   Status opendir(uint64_t ino) const;
   // flags as in open(2): anything but O_RDONLY access is EROFS. A raw file
   // gets no handle (OpenResult::file null): it is read by inode.
@@ -83,8 +88,9 @@ class Namespace {
   Result<Attr> view_attr(const NodeId& n) const;
   Result<Attr> view_lookup(const NodeId& parent, std::string_view name) const;
   using Emit = std::function<bool(std::string_view name, const Result<Attr>& attr)>;
-  Status view_readdir(const NodeId& n, uint64_t child, const Emit& emit) const;
-  Status world_readdir(const Dataset& ds, const NodeId& n, uint64_t child, const Emit& emit) const;
+  Status view_readdir(const NodeId& n, uint64_t child, const Emit& emit, bool kernel_keeps_entries) const;
+  Status world_readdir(const Dataset& ds, const NodeId& n, uint64_t child, const Emit& emit,
+                       bool kernel_keeps_entries) const;
   Result<OpenResult> view_open(const NodeId& n) const;
   Result<std::shared_ptr<const EpochView>> view_of(const NodeId& n) const;
 

@@ -39,6 +39,12 @@ NodeId view_node(uint32_t dataset, size_t format, uint64_t id) {
 
 }  // namespace
 
+void Namespace::forget(uint64_t ino, uint64_t nlookup) const {
+  auto n = decode_ino(ino);
+  if (!n || n->kind != NodeKind::view) return;  // only view inodes pin anything
+  if (const Dataset* ds = dataset_of(*n)) ds->views().release(static_cast<uint32_t>(n->index), nlookup);
+}
+
 Result<std::shared_ptr<const EpochView>> Namespace::view_of(const NodeId& n) const {
   const Dataset* ds = dataset_of(n);
   if (!ds || !format_known(n)) return not_found();
@@ -97,7 +103,9 @@ Result<Attr> Namespace::view_lookup(const NodeId& p, std::string_view name) cons
       if (!format || !view_formats()[*format]->applies_to(*ds)) return not_found();
       auto id = ds->views().id_of({static_cast<uint32_t>(epoch), static_cast<uint32_t>(w), static_cast<uint32_t>(*r)});
       if (!id) return id.status();
-      return view_attr(view_node(p.dataset, *format, *id));
+      auto a = view_attr(view_node(p.dataset, *format, *id));
+      if (!a) ds->views().release(*id);  // the kernel gets no inode: it will never forget this pin
+      return a;
     }
     case NodeKind::view: {
       if (!format_of(p).is_directory()) return Status(ENOTDIR, "not a directory");
@@ -111,7 +119,7 @@ Result<Attr> Namespace::view_lookup(const NodeId& p, std::string_view name) cons
   }
 }
 
-Status Namespace::view_readdir(const NodeId& n, uint64_t child, const Emit& emit) const {
+Status Namespace::view_readdir(const NodeId& n, uint64_t child, const Emit& emit, bool kernel_keeps_entries) const {
   const Dataset* ds = dataset_of(n);
   if (!ds || !format_known(n)) return not_found();
   switch (n.kind) {
@@ -124,7 +132,7 @@ Status Namespace::view_readdir(const NodeId& n, uint64_t child, const Emit& emit
       if (child == 0) emit(std::to_string(w), view_attr({NodeKind::world_dir, n.dataset, world_index(n.index, w)}));
       return Status::ok();
     }
-    case NodeKind::world_dir: return world_readdir(*ds, n, child, emit);
+    case NodeKind::world_dir: return world_readdir(*ds, n, child, emit, kernel_keeps_entries);
     case NodeKind::view: {
       if (!format_of(n).is_directory()) return Status(ENOTDIR, "not a directory");
       auto v = view_of(n);
@@ -141,7 +149,8 @@ Status Namespace::view_readdir(const NodeId& n, uint64_t child, const Emit& emit
 }
 
 // Each rank's views, in registry order: "<r>", "<r>.index", "<r>.tar", ...
-Status Namespace::world_readdir(const Dataset& ds, const NodeId& n, uint64_t child, const Emit& emit) const {
+Status Namespace::world_readdir(const Dataset& ds, const NodeId& n, uint64_t child, const Emit& emit,
+                                bool kernel_keeps_entries) const {
   const uint64_t epoch = n.index >> 16, w = n.index & 0xffff;
   std::vector<size_t> formats;
   for (size_t f = 0; f < view_formats().size(); ++f)
@@ -152,7 +161,10 @@ Status Namespace::world_readdir(const Dataset& ds, const NodeId& n, uint64_t chi
     auto id = ds.views().id_of({static_cast<uint32_t>(epoch), static_cast<uint32_t>(w), static_cast<uint32_t>(r)});
     if (!id) return id.status();
     const std::string name = std::to_string(r) + std::string(view_formats()[f]->extension());
-    if (!emit(name, view_attr(view_node(n.dataset, f, *id)))) break;
+    const bool added = emit(name, view_attr(view_node(n.dataset, f, *id)));
+    // Only an entry of a readdirplus reply is an inode the kernel keeps (and forgets).
+    if (!(added && kernel_keeps_entries)) ds.views().release(*id);
+    if (!added) break;
   }
   return Status::ok();
 }

@@ -91,6 +91,8 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed) {
                             {"bytes", vc.bytes.load(std::memory_order_relaxed)},
                             {"readahead_hits", vc.reads.ring_hits.load(std::memory_order_relaxed)},
                             {"backend_reads", vc.reads.fetched_reads.load(std::memory_order_relaxed)}};
+    const ViewRegistry::Usage ids = d.views().usage();
+    j["views"]["ids"] = {{"in_use", ids.ids}, {"held_by_kernel", ids.pinned}, {"recycled", ids.recycled}};
     if (const cache::RoundPipeline* pipe = d.round_pipeline()) {
       nlohmann::json timeline = nlohmann::json::array();
       for (const auto& e : pipe->timeline())

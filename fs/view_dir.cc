@@ -57,6 +57,9 @@ class DirView final : public ViewFormat {
  public:
   std::string_view extension() const override { return ""; }
   bool is_directory() const override { return true; }
+  // An entry is one sample's bytes; a sample group has several files, each
+  // with its own name: the .tar view shows them, this one does not exist.
+  bool applies_to(const Dataset& ds) const override { return !ds.manifest().samples_grouped(); }
 
   std::string entry_name(const EpochView& v, uint64_t k) const override {
     const int width = static_cast<int>(std::to_string(v.count() > 0 ? v.count() - 1 : 0).size());

@@ -8,6 +8,21 @@
 namespace dlfs::fs {
 namespace {
 
+// A name is the last field of a tab-separated line: a backend file name may
+// hold any byte but '/' and NUL, so tab, newline, carriage return and the
+// backslash itself are written as \t, \n, \r and \\ (docs/views.md).
+void append_escaped(std::string& out, const std::string& name) {
+  for (char c : name) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '\t': out += "\\t"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      default: out += c;
+    }
+  }
+}
+
 std::string index_text(const EpochView& v) {
   const Dataset& ds = v.dataset();
   const plan::Planner& p = ds.planner();
@@ -17,7 +32,8 @@ std::string index_text(const EpochView& v) {
                   " samples=" + std::to_string(v.count()) + " seed=" + std::to_string(p.seed()) +
                   " remainder=" + p.remainder_name() + " order=" + p.order_name() + " rounds=" +
                   std::to_string(v.rounds()) + " shuffle_ratio=" + v.xattr("user.dlfs.shuffle_ratio") +
-                  " rl=" + v.xattr("user.dlfs.rl") + "\n";
+                  " rl=" + v.xattr("user.dlfs.rl") +
+                  (ds.manifest().samples_grouped() ? " group_by=" + ds.manifest().options().group_by : "") + "\n";
   const auto tar = TarLayout::of(v);
   t.reserve(t.size() + v.count() * 48);
   for (uint64_t k = 0; k < v.count(); ++k) {
@@ -25,11 +41,12 @@ std::string index_text(const EpochView& v) {
     t += '\t';
     t += std::to_string(v.sample_at(k));
     t += '\t';
-    t += std::to_string(tar->data_offset(v, k));
+    const TarLayout::Span span = tar->index_span(v, k);
+    t += std::to_string(span.offset);
     t += '\t';
-    t += std::to_string(v.sample_length(k));
+    t += std::to_string(span.length);
     t += '\t';
-    t += v.member_name(k);
+    append_escaped(t, v.member_name(k));
     t += '\n';
   }
   return t;

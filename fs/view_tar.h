@@ -1,5 +1,6 @@
 // The .tar view: rank r's samples in the epoch's order as a tar stream, one
-// member per sample (name: the sample's member name), headers generated
+// member per sample (name: the sample's member name), or one per file of a
+// sample group, the group's members adjacent (sample_groups.h); headers generated
 // (fs/tar_format.h), sample bytes from the one reader. Its layout, the
 // member offsets, is a prefix sum over the samples' sizes, built once per
 // view; a seek is a binary search.
@@ -30,7 +31,12 @@ class TarLayout final : public ViewLayout {
 
   uint64_t size() const;                              // the whole stream, trailer included
   uint64_t member_bytes(uint64_t k) const { return begin_[k + 1] - begin_[k]; }
-  uint64_t data_offset(const EpochView& view, uint64_t k) const;  // where member k's bytes start
+  // What the .index gives for position k: the sample's data (offset, length)
+  // or, for a sample group, all its tar members (first header to last padding).
+  struct Span {
+    uint64_t offset = 0, length = 0;
+  };
+  Span index_span(const EpochView& view, uint64_t k) const;
 
   // Appends up to `size` bytes at `offset`. `served` (opportunistic streams)
   // must cover every member the range touches; null: the planned order.

@@ -40,6 +40,12 @@ class SampleTable {
   // A relative path naming the sample inside views (tar members, directory
   // entries): "a/b/c.jpg", "a/data_batch_1.bin/00000123.bin".
   virtual std::string member_name(const Manifest& tree, uint64_t i) const = 0;
+  // Samples made of several members (groups of files with one key): views
+  // show member j of sample i under its own name. A sample's bytes are its
+  // members' bytes back to back. Default: one member, the whole sample.
+  virtual bool grouped() const { return false; }
+  virtual uint32_t member_count(uint64_t /*i*/) const { return 1; }
+  virtual SampleMember member(const Manifest& tree, uint64_t i, uint32_t j) const;
   // Every sample has this many bytes (the .bin view exists), else 0.
   virtual uint64_t fixed_size() const { return 0; }
 

@@ -21,6 +21,11 @@ const std::vector<const DatasetFormat*>& dataset_formats() {
   return all;
 }
 
+SampleMember SampleTable::member(const Manifest& tree, uint64_t i, uint32_t) const {
+  const SampleLocation at_i = at(tree, i);
+  return {member_name(tree, i), 0, at_i.length, at_i.file};
+}
+
 Result<const DatasetFormat*> find_dataset_format(std::string_view name) {
   std::string names;
   for (const DatasetFormat* f : dataset_formats()) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "provenance/dataset_format.h"
+#include "provenance/sample_groups.h"
 
 namespace dlfs::provenance {
 namespace {
@@ -49,7 +50,7 @@ class FixedFormat final : public DatasetFormat {
   std::string_view summary() const override { return "fixed-length records after an optional header per file"; }
   Status check_options(const FormatOptions& o) const override {
     if (o.record_size == 0) return Status(EINVAL, "format 'fixed' needs a record size (record_size > 0)");
-    return Status::ok();
+    return refuse_grouping(o, name());
   }
   Result<std::unique_ptr<SampleTable>> samples(const Manifest& tree, const FormatOptions& o) const override {
     DLFS_RETURN_IF_ERROR(check_options(o));

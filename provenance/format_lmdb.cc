@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "provenance/dataset_format.h"
+#include "provenance/sample_groups.h"
 #include "provenance/lmdb_check.h"
 #include "provenance/lmdb_layout.h"
 #include "provenance/lmdb_types.h"
@@ -184,7 +185,7 @@ class LmdbFormat final : public DatasetFormat {
   Status check_options(const FormatOptions& o) const override {
     if (o.record_size != 0 || o.header_bytes != 0)
       return Status(EINVAL, "record_size and header_bytes apply to format 'fixed' only");
-    return Status::ok();
+    return refuse_grouping(o, name());
   }
   // data.mdb must sit at the root.
   Result<std::unique_ptr<SampleTable>> samples(const Manifest& tree, const FormatOptions& o) const override {

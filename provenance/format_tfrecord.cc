@@ -25,6 +25,7 @@
 
 #include "common/unique_fd.h"
 #include "provenance/dataset_format.h"
+#include "provenance/sample_groups.h"
 #include "provenance/tfrecord.h"
 #include "provenance/tfrecord_tree.h"
 
@@ -196,7 +197,7 @@ class TfrecordFormat final : public DatasetFormat {
   Status check_options(const FormatOptions& o) const override {
     if (o.record_size != 0 || o.header_bytes != 0)
       return Status(EINVAL, "record_size and header_bytes apply to format 'fixed' only");
-    return Status::ok();
+    return refuse_grouping(o, name());
   }
   Result<std::unique_ptr<SampleTable>> samples(const Manifest& tree, const FormatOptions& o) const override {
     DLFS_RETURN_IF_ERROR(check_options(o));

@@ -205,6 +205,9 @@ uint64_t Manifest::sample_data_offset(uint64_t i) const {
 
 std::string Manifest::sample_name(uint64_t i) const { return samples_->name(*this, i); }
 std::string Manifest::member_name(uint64_t i) const { return samples_->member_name(*this, i); }
+bool Manifest::samples_grouped() const { return samples_->grouped(); }
+uint32_t Manifest::sample_member_count(uint64_t i) const { return samples_->member_count(i); }
+SampleMember Manifest::sample_member(uint64_t i, uint32_t j) const { return samples_->member(*this, i, j); }
 uint64_t Manifest::fixed_record_size() const { return samples_ ? samples_->fixed_size() : 0; }
 const LmdbInfo* Manifest::lmdb() const { return samples_ ? samples_->lmdb() : nullptr; }
 uint64_t Manifest::sample_check_bytes(uint64_t i) const { return samples_->check_bytes(i); }

@@ -45,6 +45,10 @@ struct FormatOptions {
   // besides the first and the last (lmdb_check.h). Reads check overflow
   // headers whatever this is.
   uint32_t lmdb_spot_leaves = 32;
+  // files: which files make one sample (sample_groups.h): "none" (a file a
+  // sample), "first-dot" (the WebDataset key: the path up to the first dot
+  // of the basename), "last-dot" (up to the last dot).
+  std::string group_by = "none";
   // tfrecord: a file with a bad length CRC or a truncated record is left out
   // of the samples (logged, still in the raw view) instead of failing the load.
   bool tfrecord_skip_bad_files = false;
@@ -65,6 +69,15 @@ struct SampleLocation {
   uint32_t file = 0;       // file id
   uint64_t offset = 0;     // offset inside the file
   uint64_t length = 0;     // bytes
+};
+
+// One member of a sample that views show as several (a group of files with
+// one key): its own name, and where its bytes are inside the sample's.
+struct SampleMember {
+  std::string name;     // a relative path, as member_name()
+  uint64_t offset = 0;  // from the sample's first byte
+  uint64_t length = 0;
+  uint32_t file = 0;    // the backend file holding it (mtime in tar headers)
 };
 
 // What the scan skipped, for the log and for stats.
@@ -141,6 +154,10 @@ class Manifest {
   std::string sample_name(uint64_t i) const;
   // A relative path naming sample i in views (tar members, directory entries).
   std::string member_name(uint64_t i) const;
+  // Members of sample i (SampleTable::Member): 1 unless samples are groups.
+  bool samples_grouped() const;
+  uint32_t sample_member_count(uint64_t i) const;
+  SampleMember sample_member(uint64_t i, uint32_t j) const;
   // Every sample has this many bytes (fixed; lmdb when all values are one
   // size), else 0: the `.bin` view exists when it is not 0.
   uint64_t fixed_record_size() const;

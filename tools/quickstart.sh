@@ -82,25 +82,31 @@ build/tools/ctl/dlfs-ctl --socket "$sock" verify
 build/tools/ctl/dlfs-ctl --socket "$sock" stats
 
 # The epoch view: epoch 0, world size 1, rank 0 as a tar stream, read
-# sequentially (what a training job does), checked member by member.
+# sequentially (what a training job does) with the Python client
+# (python/dlfs: large reads, its own tar parser), checked against the backend.
 echo "== epoch view $mnt/sample/epochs/0/1/0.tar"
 build/tools/ctl/dlfs-ctl --socket "$sock" plan --show 5
 sync; echo 3 >/proc/sys/vm/drop_caches
-/usr/bin/python3 - "$mnt/sample/epochs/0/1/0" "$data" <<'PY'
-import os, sys, tarfile, time
-view, data = sys.argv[1], sys.argv[2]
+PYTHONPATH="$src/python" /usr/bin/python3 - "$mnt/sample" "$data" <<'PY'
+import os, sys, time
+import dlfs
+ds, data = sys.argv[1], sys.argv[2]
 t0 = time.perf_counter(); n = total = 0
-with tarfile.open(view + ".tar", mode="r|", bufsize=1 << 20) as t:  # a stream, as a data loader reads it
-    for m in t:
-        total += len(t.extractfile(m).read()); n += 1
+checked = []
+for key, group in dlfs.TarView(ds, epoch=0, rank=0, world_size=1).samples():  # (key, {ext: bytes})
+    for ext, body in group.items():
+        total += len(body)
+        if len(checked) < 20:
+            checked.append((f"{key}.{ext}", body))
+    n += 1
 dt = time.perf_counter() - t0
-index = [l.split("\t") for l in open(view + ".index") if not l.startswith("#")]
-assert n == len(index), f"{n} members, index lists {len(index)}"
-# Spot-check the shuffle against the backend: the first 20 members' bytes.
-with tarfile.open(view + ".tar") as t:
-    for m, row in zip(t, index[:20]):
-        with open(os.path.join(data, m.name), "rb") as f:
-            assert t.extractfile(m).read() == f.read(), m.name
-print(f"epoch view, cold: {n} samples, {total/2**20:.0f} MiB in {dt:.2f} s: {n/dt:,.0f} samples/s, {total/dt/1e9:.2f} GB/s (tarfile stream)")
-print(f"first samples in epoch order: {', '.join(r[4].strip() for r in index[:3])} ...")
+index = dlfs.ViewIndex(os.path.join(ds, "epochs/0/1/0.index"))
+assert n == len(index), f"{n} samples, index lists {len(index)}"
+# Spot-check the shuffle against the backend: the first 20 samples' bytes, in the index's order.
+for (name, body), want in zip(checked, index.names):
+    assert name == want, f"{name} where the index has {want}"
+    with open(os.path.join(data, name), "rb") as f:
+        assert f.read() == body, name
+print(f"epoch view, cold: {n} samples, {total/2**20:.0f} MiB in {dt:.2f} s: {n/dt:,.0f} samples/s, {total/dt/1e9:.2f} GB/s (python/dlfs client)")
+print(f"first samples in epoch order: {', '.join(index.names[:3])} ...")
 PY

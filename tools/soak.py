@@ -147,10 +147,24 @@ def read_view_member(mnt, backend, rng, epochs):
     _, _, off, length, name = rng.choice(rows).split("\t")
     fd = os.open(view + ".tar", os.O_RDONLY)
     try:
-        data = os.pread(fd, int(length), int(off))
+        data = pread_fully(fd, int(length), int(off))
     finally:
         os.close(fd)
     return name, data
+
+
+def pread_fully(fd, length, off):
+    """Reads as a careful reader does: a short count is not the end (the
+    kernel returns the bytes it had, e.g. cached pages, before an I/O error,
+    which the next call then reports); only 0 is."""
+    parts, got = [], 0
+    while got < length:
+        b = os.pread(fd, length - got, off + got)
+        if not b:
+            break  # EOF inside the member: the view's size is wrong; the caller reports it
+        parts.append(b)
+        got += len(b)
+    return b"".join(parts)
 
 
 def reader(seed, cluster, backend, tally, stop_at, epochs):

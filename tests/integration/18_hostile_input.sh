@@ -14,7 +14,7 @@ data="$WORK/data-"$'\xff'
 
 "$PYTHON" "$GEN_DATASET" files "$data" --count 20 --size 6K --size-jitter 0.5 --dirs 3 --seed 18 >/dev/null
 # Names a backend may hold that no DLFS name may break on: bytes that are not
-# UTF-8 (a file, a directory), and relative paths of about 560 and 1200 bytes
+# UTF-8 (a file, a directory), tab, newline, CR and backslash, and relative paths of about 560 and 1200 bytes
 # (each component within NAME_MAX).
 "$PYTHON" - "$data" <<'PY'
 import os, random, sys
@@ -26,6 +26,7 @@ def put(rel, n):
         f.write(rng.randbytes(n))
 put(b"\xff\xfe.bin", 9000)
 put(b"dir\xc3\x28/x.bin", 700)
+put(b"line\nbreak\ttab\\back\rslash.bin", 321)  # the .index escapes these
 put(b"/".join([b"d" * 200] * 2) + b"/" + b"n" * 150 + b".bin", 1234)
 put(b"/".join([b"e" * 250] * 4) + b"/" + b"m" * 200 + b".bin", 999)
 PY

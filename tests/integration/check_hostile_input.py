@@ -23,6 +23,7 @@ Used by 18_hostile_input.sh:
   check_hostile_input.py MOUNT DATASET BACKEND [--control-socket PATH]
 """
 import argparse
+import codecs
 import ctypes
 import errno
 import mmap
@@ -139,7 +140,9 @@ def index_names(path):
     """Member names of an .index, in position order (bytes)."""
     lines = read_file(path).split(b"\n")
     expect(lines[0].startswith(b"# dlfs view") and lines[-1] == b"", f"{path}: not an index")
-    return [line.split(b"\t", 4)[4] for line in lines[1:-1]]
+    rows = [line.split(b"\t") for line in lines[1:-1]]
+    expect(all(len(r) == 5 for r in rows), f"{path}: a line without exactly 5 fields (a name not escaped?)")
+    return [codecs.escape_decode(r[4])[0] for r in rows]
 
 
 def check_views(mnt, ds, files):
@@ -267,6 +270,25 @@ def check_control(path):
     expect(r.get("ok") is True and "datasets" in r.get("result", {}), f"status after hostile requests: {r}")
 
 
+def check_many_views(mnt, ds):
+    """More distinct views than inode numbers for views (65,535): the numbers
+    of views the kernel forgot are recycled, and a recycled number serves the
+    view it now names (the .index header says which). Dropping the dentry
+    cache every 20,000 views makes the kernel forget them."""
+    n, drop_every = 70_000, 20_000
+    for e in range(n):
+        os.stat(os.path.join(mnt, ds, "epochs", str(e), "1", "0.index"))
+        if e % drop_every == drop_every - 1:
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("2\n")
+    with open(os.path.join(mnt, ".dlfs", "stats")) as f:
+        ids = json.load(f)["datasets"][0]["views"]["ids"]
+    expect(ids["recycled"] > 0 and ids["in_use"] <= 65535, f"view ids after {n} distinct views: {ids}")
+    for e in (n - 1, 3, 40_000):  # new, recycled away and back, in between
+        head = read_file(os.path.join(mnt, ds, "epochs", str(e), "1", "0.index")).split(b"\n", 1)[0]
+        expect(f" epoch={e} ".encode() in head, f"epoch {e}'s .index says {head[:80]!r}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("mount")
@@ -288,6 +310,7 @@ def main():
     check_io(tar, read_file(tar), "the W=1 tar view")
     expect_errno((errno.EROFS, errno.EACCES), "creating a file in raw/", os.open,
                os.path.join(mnt, ds, "raw", "new"), os.O_WRONLY | os.O_CREAT, 0o644)
+    check_many_views(mnt, ds)
     if args.control_socket:
         check_control(args.control_socket)
     print(f"{checks} checks passed")

@@ -1,4 +1,4 @@
-"""TFRecord helpers for 24_tfrecord.sh, independent of DLFS: files written
+"""TFRecord helpers for 26_tfrecord.sh, independent of DLFS: files written
 and parsed here with python3-crcmod's CRC32C.
 
   make DIR FILES RECORDS SEED      write FILES TFRecord files (RECORDS each,

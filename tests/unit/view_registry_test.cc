@@ -98,13 +98,83 @@ TEST_F(ViewRegistryTest, BadIdsAndKeysAreCleanErrors) {
   EXPECT_EQ(reg().get(ds(), *zero).status().err(), EINVAL);
 }
 
-TEST_F(ViewRegistryTest, IdsRunOutWithEnospcNotWrap) {
+// Every id pinned (the kernel holds all of them): the next new key is ENOSPC,
+// never a wrap onto an id the kernel still names.
+TEST_F(ViewRegistryTest, IdsAllPinnedRunOutWithEnospcNotWrap) {
   ViewRegistry r;
   for (uint32_t i = 0; i < ViewRegistry::kMaxViews; ++i) ASSERT_TRUE(r.id_of({i, 1, 0}).is_ok()) << i;
   EXPECT_EQ(*r.id_of({0, 1, 0}), 0u) << "known keys keep their ids when full";
   auto full = r.id_of({ViewRegistry::kMaxViews, 1, 0});
   EXPECT_EQ(full.status().err(), ENOSPC);
-  EXPECT_NE(full.status().message().find("restart"), std::string::npos) << full.status().message();
+  EXPECT_NE(full.status().message().find("at once"), std::string::npos) << full.status().message();
+  EXPECT_EQ(r.usage().recycled, 0u);
+  EXPECT_EQ(r.usage().pinned, ViewRegistry::kMaxViews);
+}
+
+// Pins count lookups: an id is recycled only once every pin is released
+// (the kernel forgot the inode as often as it was handed out).
+TEST_F(ViewRegistryTest, PinsCountAndReleaseSaturates) {
+  ViewRegistry r;
+  const uint32_t id = *r.id_of({5, 2, 1});
+  EXPECT_EQ(*r.id_of({5, 2, 1}), id);
+  EXPECT_EQ(r.pins(id), 2u);
+  r.release(id);
+  EXPECT_EQ(r.pins(id), 1u);
+  r.release(id, 7);  // a forget of more than was handed out must not wrap
+  EXPECT_EQ(r.pins(id), 0u);
+  r.release(id + 100);  // an id never handed out: ignored
+  EXPECT_EQ(r.key_of(id), (ViewKey{5, 2, 1})) << "released ids keep their key until the table is full";
+}
+
+// A full table recycles the ids nobody pins, oldest first, and the views of a
+// recycled id are built for its new key (the cache never answers for the old).
+TEST_F(ViewRegistryTest, AFullTableRecyclesUnpinnedIds) {
+  ViewRegistry& r = reg();
+  std::vector<uint32_t> ids;
+  for (uint32_t i = 0; i < ViewRegistry::kMaxViews; ++i) ids.push_back(*r.id_of({i, 2, i % 2}));
+  auto old_view = r.get(ds(), ids[3]);  // cached under id 3
+  ASSERT_TRUE(old_view.is_ok());
+  r.release(ids[3]);
+  r.release(ids[9]);
+  auto a = r.id_of({ViewRegistry::kMaxViews, 2, 0});
+  auto b = r.id_of({ViewRegistry::kMaxViews + 1, 2, 1});
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  EXPECT_EQ(*a, ids[3]);
+  EXPECT_EQ(*b, ids[9]);
+  EXPECT_EQ(r.usage().recycled, 2u);
+  EXPECT_EQ(r.id_of({ViewRegistry::kMaxViews + 2, 2, 0}).status().err(), ENOSPC) << "no unpinned id is left";
+  auto v = r.get(ds(), *a);
+  ASSERT_TRUE(v.is_ok());
+  EXPECT_EQ((*v)->key(), (ViewKey{ViewRegistry::kMaxViews, 2, 0})) << "the cache answered for the old key";
+  EXPECT_NE(*v, *old_view);
+  // The old key is a new lookup now: it gets another id once one is free.
+  r.release(ids[20]);
+  EXPECT_EQ(*r.id_of({3, 2, 1}), ids[20]);
+}
+
+// The Namespace pins what it hands to the kernel: a lookup pins once, a
+// forget releases, a plain listing pins nothing, a readdirplus entry pins.
+TEST_F(ViewRegistryTest, LookupsPinForgetsReleaseListingsOnlyWhenKept) {
+  auto world = resolve("ds/epochs/4/2");
+  ASSERT_TRUE(world.is_ok());
+  auto tar = ns_->lookup(world->ino, "1.tar");
+  ASSERT_TRUE(tar.is_ok());
+  const auto id = static_cast<uint32_t>(decode_ino(tar->ino)->index);
+  const uint64_t after_lookup = reg().pins(id);
+  EXPECT_GE(after_lookup, 1u);
+  ns_->forget(tar->ino, 1);
+  EXPECT_EQ(reg().pins(id), after_lookup - 1);
+  auto count_entries = [&](bool plus) {
+    uint64_t n = 0;
+    Status s = ns_->readdir(world->ino, 0, [&](std::string_view, const Attr&, uint64_t) { return ++n, true; }, plus);
+    EXPECT_TRUE(s.is_ok()) << s.message();
+    return n;
+  };
+  const uint64_t before = reg().pins(id);
+  count_entries(false);
+  EXPECT_EQ(reg().pins(id), before) << "a plain listing hands the kernel no inode";
+  count_entries(true);
+  EXPECT_GT(reg().pins(id), before) << "readdirplus entries are kept by the kernel";
 }
 
 TEST_F(ViewRegistryTest, ConcurrentLookupsAgreeOnIds) {

@@ -1,0 +1,52 @@
+#include "provenance/sample_groups.h"
+
+#include <string>
+
+namespace dlfs::provenance {
+
+const std::vector<std::string>& group_rule_names() {
+  static const std::vector<std::string> names = {"none", "first-dot", "last-dot"};
+  return names;
+}
+
+Result<GroupRule> parse_group_rule(std::string_view text) {
+  if (text == "none") return GroupRule::none;
+  if (text == "first-dot") return GroupRule::first_dot;
+  if (text == "last-dot") return GroupRule::last_dot;
+  return Status(EINVAL, "group_by '" + std::string(text) + "' is not one of none, first-dot, last-dot");
+}
+
+std::string_view group_key(std::string_view path, GroupRule rule) {
+  const size_t slash = path.rfind('/');
+  const size_t base = slash == std::string_view::npos ? 0 : slash + 1;
+  size_t dot = std::string_view::npos;
+  if (rule == GroupRule::first_dot) dot = path.find('.', base + 1);
+  if (rule == GroupRule::last_dot) dot = path.rfind('.');
+  // Skips a dot at the basename's first byte (hidden files): "." then leads the key.
+  if (dot == std::string_view::npos || dot <= base) return path;
+  return path.substr(0, dot);
+}
+
+std::vector<uint32_t> group_starts(const Manifest& tree, GroupRule rule) {
+  std::vector<uint32_t> starts;
+  std::string previous;
+  bool first = true;
+  for (uint32_t f = 0; f < tree.file_count(); ++f) {
+    const std::string path = tree.file_path(f);
+    const std::string_view key = group_key(path, rule);
+    if (rule == GroupRule::none || first || key != previous) {
+      starts.push_back(f);
+      previous.assign(key);
+      first = false;
+    }
+  }
+  starts.push_back(tree.file_count());
+  return starts;
+}
+
+Status refuse_grouping(const FormatOptions& options, std::string_view format) {
+  if (options.group_by == "none") return Status::ok();
+  return Status(EINVAL, "group_by applies to format 'files' only, not to '" + std::string(format) + "'");
+}
+
+}  // namespace dlfs::provenance

@@ -1,0 +1,22 @@
+"""DLFS's Python client: read DLFS epoch views (docs/views.md) with large
+reads, as sample groups (key, {ext: bytes}).
+
+Without torch: TarView, BinView, iter_members, group_members.
+With torch (imported on first use): TarViewDataset, BinViewDataset.
+See docs/python.md."""
+from .grouping import group_members, split_key
+from .index import ViewIndex, ViewIndexError, view_path
+from .split import resolve_rank
+from .tarstream import TarFormatError, iter_members
+from .view import BinView, TarView
+
+__all__ = ["BinView", "BinViewDataset", "TarFormatError", "TarView", "TarViewDataset", "ViewIndex",
+           "ViewIndexError", "group_members", "iter_members", "resolve_rank", "split_key", "view_path"]
+__version__ = "0.1.0"
+
+
+def __getattr__(name):  # torch is imported only when a torch dataset is asked for
+    if name in ("TarViewDataset", "BinViewDataset"):
+        from . import datasets
+        return getattr(datasets, name)
+    raise AttributeError(f"module 'dlfs' has no attribute '{name}'")

@@ -1,0 +1,81 @@
+"""PyTorch datasets over DLFS epoch views (imports torch; the rest of the
+package does not).
+
+  ds = dlfs.TarViewDataset("/mnt/dlfs/imagenet", epoch=0)   # rank from torch.distributed or RANK/WORLD_SIZE
+  loader = torch.utils.data.DataLoader(ds, batch_size=256, num_workers=4)
+
+Each rank reads its own view (the server-side plan gives every rank its
+samples: no DistributedSampler); each DataLoader worker reads its own blocks
+of that view (docs/python.md)."""
+import torch.utils.data
+
+from .split import DEFAULT_BLOCK_BYTES, resolve_rank
+from .tarstream import DEFAULT_CHUNK
+from .view import BinView, TarView
+
+
+class TarViewDataset(torch.utils.data.IterableDataset):
+    """The samples of one rank's epoch view as (key, {ext: bytes}), or
+    transform((key, {ext: bytes})) if a transform is given.
+
+    set_epoch(e) picks the epoch for the next iteration, as with
+    DistributedSampler (call it before `iter(loader)`; with
+    persistent_workers=True the workers keep the epoch they started with).
+    `start` resumes mid-epoch after that many samples of this rank; with
+    `block_samples = batch_size` a DataLoader yields the samples in exactly
+    the planned order, so batches x batch_size samples consumed is a valid
+    `start`."""
+
+    def __init__(self, dataset_dir, epoch=0, rank=None, world_size=None, start=0, block_samples=None,
+                 block_bytes=DEFAULT_BLOCK_BYTES, chunk=DEFAULT_CHUNK, transform=None):
+        super().__init__()
+        self.dataset_dir = dataset_dir
+        self.rank, self.world_size = resolve_rank(rank, world_size)
+        self.epoch, self.start = epoch, start
+        self.block_samples, self.block_bytes, self.chunk = block_samples, block_bytes, chunk
+        self.transform = transform
+        self._view = None
+
+    def set_epoch(self, epoch, start=0):
+        self.epoch, self.start, self._view = epoch, start, None
+
+    def view(self):
+        """The TarView of the current epoch (its index is read once per process)."""
+        if self._view is None:
+            self._view = TarView(self.dataset_dir, self.epoch, self.rank, self.world_size, self.start,
+                                 self.block_samples, self.block_bytes, self.chunk)
+        return self._view
+
+    def __len__(self):
+        return len(self.view())
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        samples = self.view().samples(worker, workers)
+        return samples if self.transform is None else map(self.transform, samples)
+
+    def __getstate__(self):  # workers read the index themselves
+        state = dict(self.__dict__)
+        state["_view"] = None
+        return state
+
+
+class BinViewDataset(torch.utils.data.Dataset):
+    """A fixed-record dataset's `.bin` view, map-style: item k is
+    (sample id, record bytes) of position k of this rank's epoch, or
+    transform of that. Any sampler works on it (it only permutes the planned
+    order further); for the planned order use shuffle=False."""
+
+    def __init__(self, dataset_dir, epoch=0, rank=None, world_size=None, transform=None):
+        super().__init__()
+        self.rank, self.world_size = resolve_rank(rank, world_size)
+        self.bin = BinView(dataset_dir, epoch, self.rank, self.world_size)
+        self.transform = transform
+
+    def __len__(self):
+        return len(self.bin)
+
+    def __getitem__(self, k):
+        item = (self.bin.sample_id(k), self.bin.record(k))
+        return item if self.transform is None else self.transform(item)

@@ -1,0 +1,195 @@
+#!/usr/bin/python3
+"""The Python client (python/dlfs) against its baselines, side by side in one
+run; every figure printed is measured in this run (medians of --repeat).
+
+  large   256 KiB samples, cold (drop_caches before each run, and a new epoch
+          for each run): the client streaming rank 0 of W=1 (TarView.samples,
+          its .index read included) against `dd bs=1M` of a view of the same
+          dataset, and against the quick start's raw-view line (every file of
+          raw/ read with 1 MiB reads); tarfile "r|" (what the quick start used
+          before) for reference. Targets: client/dd >= 0.8, client/raw >= 0.5.
+  small   3 KiB samples: the client streaming an epoch view against the same
+          samples read one by one in the view's (shuffled) order with
+          open/read/close, from the backend directory and from the mount's
+          raw/ tree; cold (drop_caches) and warm. Target: client/files >= 10
+          (cold).
+
+usage: python_client_bench.py [--build DIR] [--workdir DIR] [--repeat 3] [--only large,small]
+                              [--large-size 1G] [--small-count 50000] [--quick] [--json FILE]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from run_bench import Daemons, SRC, drop_caches, ensure_dataset, log, size_arg  # noqa: E402
+from views_bench import read_files, start_dlfs  # noqa: E402
+
+sys.path.insert(0, os.path.join(SRC, "python"))
+import dlfs  # noqa: E402
+
+MiB = 1 << 20
+
+
+def client_read(ds_dir, epoch):
+    """(samples, bytes, seconds) of streaming rank 0 of W=1 with the client."""
+    t0 = time.perf_counter()
+    n = total = 0
+    for _key, group in dlfs.TarView(ds_dir, epoch, 0, 1).samples():
+        n += 1
+        for data in group.values():
+            total += len(data)
+    return n, total, time.perf_counter() - t0
+
+
+def dd_read(path):
+    """(bytes, seconds) of `dd bs=1M` of a file."""
+    t0 = time.perf_counter()
+    subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=1M"], check=True, stderr=subprocess.DEVNULL)
+    return os.path.getsize(path), time.perf_counter() - t0
+
+
+def tarfile_read(path):
+    """(bytes, seconds) of tarfile's stream mode, as tools/quickstart.sh read views before."""
+    t0 = time.perf_counter()
+    total = 0
+    with tarfile.open(path, mode="r|", bufsize=MiB) as t:
+        for m in t:
+            total += len(t.extractfile(m).read())
+    return total, time.perf_counter() - t0
+
+
+def tree_read(root):
+    """(bytes, seconds) of every file under root read with 1 MiB reads, in
+    sorted order: the quick start's raw-view line."""
+    paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)
+    buf = bytearray(MiB)
+    t0 = time.perf_counter()
+    total = 0
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        while n := os.readv(fd, [buf]):
+            total += n
+        os.close(fd)
+    return total, time.perf_counter() - t0
+
+
+def bench_large(a, daemons, dlfsd):
+    nfiles = a.large_size // (256 << 10)
+    data = os.path.join(a.workdir, f"data-{nfiles}x262144")
+    ensure_dataset(data, nfiles, 256 << 10, 16)
+    mnt = start_dlfs(daemons, dlfsd, a.workdir, "pyclient-large", data)
+    ds = os.path.join(mnt, "ds")
+    runs = {"client": [], "dd": [], "raw": [], "tarfile": []}
+    dd_read(os.path.join(ds, "epochs/999/1/0.tar"))  # untimed: the first read after the load runs slow
+    for rep in range(a.repeat):
+        epochs = {"client": 10 * rep + 1, "dd": 10 * rep + 2, "tarfile": 10 * rep + 3}  # never read before: cold
+        for e in epochs.values():
+            os.stat(os.path.join(ds, f"epochs/{e}/1/0.tar"))  # the plan and the tar layout, before the clock
+        order = ["client", "dd", "raw", "tarfile"] if rep % 2 == 0 else ["raw", "dd", "client", "tarfile"]
+        for what in order:
+            drop_caches()
+            if what == "client":
+                _, nbytes, secs = client_read(ds, epochs["client"])
+            elif what == "raw":
+                nbytes, secs = tree_read(os.path.join(ds, "raw"))
+            else:
+                fn = dd_read if what == "dd" else tarfile_read
+                nbytes, secs = fn(os.path.join(ds, f"epochs/{epochs[what]}/1/0.tar"))
+            runs[what].append(nbytes / secs)
+        log("large rep %d: %s" % (rep, ", ".join(f"{k} {v[-1] / 1e6:,.0f} MB/s" for k, v in runs.items())))
+    daemons.stop_all()
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    # Ratios per repetition (runs next to each other), then their median:
+    # the machine's speed drifts between repetitions more than within one.
+    paired = {f"client/{w}": statistics.median(c / b for c, b in zip(runs["client"], runs[w])) for w in ("dd", "raw")}
+    return {"files": nfiles, "bps": med, "runs": runs, "ratios": paired}
+
+
+def bench_small(a, daemons, dlfsd):
+    data = os.path.join(a.workdir, f"meta-{a.small_count}x3K")
+    ensure_dataset(data, a.small_count, 3 << 10, 100)
+    mnt = start_dlfs(daemons, dlfsd, a.workdir, "pyclient-small", data)
+    ds = os.path.join(mnt, "ds")
+    rows = {f"{w}_{p}": [] for w in ("client", "backend", "raw") for p in ("cold", "warm")}
+    n = 0
+    client_read(ds, 999)  # untimed: the first read after the load runs slow
+    for rep in range(a.repeat):
+        epoch = 100 + rep
+        names = dlfs.ViewIndex(os.path.join(ds, f"epochs/{epoch}/1/0.index")).names  # the shuffled order
+        n = len(names)
+        for what in (["client", "backend", "raw"] if rep % 2 == 0 else ["raw", "backend", "client"]):
+            drop_caches()
+            for phase in ("cold", "warm"):
+                if what == "client":
+                    _, _, secs = client_read(ds, epoch)
+                else:
+                    secs = read_files(data if what == "backend" else os.path.join(ds, "raw"), names)
+                rows[f"{what}_{phase}"].append(n / secs)
+        log("small rep %d: %s" % (rep, ", ".join(f"{k} {v[-1]:,.0f}/s" for k, v in rows.items())))
+    daemons.stop_all()
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    return {"samples": n, "samples_per_s": med, "runs": rows,
+            "ratios": {f"client/{w} {p}": statistics.median(c / b for c, b in zip(rows[f"client_{p}"], rows[f"{w}_{p}"]))
+                       for w in ("backend", "raw") for p in ("cold", "warm")}}
+
+
+def report(res):
+    print()
+    if "large" in res:
+        r, m = res["large"], res["large"]["bps"]
+        print(f"256 KiB samples, {r['files']} per epoch, cold (MB/s, median):")
+        print(f"  python client (dlfs.TarView)   {m['client'] / 1e6:>8,.0f}")
+        print(f"  dd bs=1M of a view             {m['dd'] / 1e6:>8,.0f}")
+        print(f"  raw/ tree, 1 MiB reads         {m['raw'] / 1e6:>8,.0f}   (quick start's raw-view line)")
+        print(f"  tarfile 'r|' of a view         {m['tarfile'] / 1e6:>8,.0f}   (quick start's view line before)")
+        print(f"  client / dd   {r['ratios']['client/dd']:.2f}x (target >= 0.8)   "
+              f"client / raw  {r['ratios']['client/raw']:.2f}x (target >= 0.5)   (medians of per-run ratios)")
+    if "small" in res:
+        r, m = res["small"], res["small"]["samples_per_s"]
+        print(f"3 KiB samples, {r['samples']} per epoch (samples/s, median):")
+        print(f"  python client (dlfs.TarView)      cold {m['client_cold']:>10,.0f}   warm {m['client_warm']:>10,.0f}")
+        print(f"  backend files, open/read/close    cold {m['backend_cold']:>10,.0f}   warm {m['backend_warm']:>10,.0f}")
+        print(f"  raw/ files, open/read/close       cold {m['raw_cold']:>10,.0f}   warm {m['raw_warm']:>10,.0f}")
+        for k, v in r["ratios"].items():
+            print(f"  {k:<24} {v:>6.1f}x" + ("   (target >= 10)" if k.endswith("cold") else ""))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(SRC, "build"))
+    ap.add_argument("--workdir", default="/tmp/dlfs-bench-full")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", default="large,small")
+    ap.add_argument("--large-size", type=size_arg, default=1 << 30)
+    ap.add_argument("--small-count", type=int, default=50000)
+    ap.add_argument("--json", help="write all results here")
+    ap.add_argument("--quick", action="store_true", help="tiny smoke run")
+    a = ap.parse_args()
+    if a.quick:
+        a.repeat, a.small_count, a.large_size, a.workdir = 1, 3000, 64 * MiB, "/tmp/dlfs-bench-quick"
+    if os.geteuid() != 0:
+        sys.exit("python_client_bench.py: needs root (FUSE mounts, drop_caches)")
+    dlfsd = os.path.join(a.build, "fs/dlfsd")
+    os.makedirs(a.workdir, exist_ok=True)
+    daemons = Daemons()
+    res = {}
+    try:
+        for part in a.only.split(","):
+            res[part] = {"large": bench_large, "small": bench_small}[part](a, daemons, dlfsd)
+    finally:
+        daemons.stop_all()
+    report(res)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
