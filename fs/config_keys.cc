@@ -221,6 +221,10 @@ std::vector<ConfigKey> dataset_keys() {
           "Random leaf pages compared with the sidecar's locations at open")
           .range(0, 1000000)
           .only_format("lmdb"),
+      Key(s, "tfrecord_skip_bad_files", "", Kind::boolean, DATASET(format.tfrecord_skip_bad_files),
+          "A TFRecord file with a bad length CRC or a truncated record is left out of the samples "
+          "(logged with file and offset; still in raw/) instead of failing the load")
+          .only_format("tfrecord"),
   };
 }
 

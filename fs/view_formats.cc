@@ -11,7 +11,8 @@ namespace dlfs::fs {
   X(dir)                     \
   X(index)                   \
   X(tar)                     \
-  X(bin)
+  X(bin)                     \
+  X(tfrecord)
 
 #define DLFS_DECLARE_VIEW(name) const ViewFormat& name##_view();
 DLFS_VIEW_FORMATS(DLFS_DECLARE_VIEW)
@@ -21,7 +22,7 @@ const std::vector<const ViewFormat*>& view_formats() {
 #define DLFS_LIST_VIEW(name) &name##_view(),
   static const std::vector<const ViewFormat*> all = {DLFS_VIEW_FORMATS(DLFS_LIST_VIEW)};
 #undef DLFS_LIST_VIEW
-  static_assert(kMaxViewFormats >= 4);
+  static_assert(kMaxViewFormats >= 5);
   return all;
 }
 

@@ -61,6 +61,12 @@ class SampleTable {
   // Repairs so far: while 0, data placed from the original locations (round
   // buffers, read-ahead slots) is valid.
   virtual uint64_t generation() const { return 0; }
+  // tfrecord: the masked CRC32C stored after sample i's data, returned only
+  // once it matches the data (the .tfrecord view's record footers). ENOTSUP
+  // for formats that store none.
+  virtual Result<uint32_t> masked_data_crc(uint64_t /*i*/) const {
+    return Status(ENOTSUP, "this dataset format stores no data CRCs");
+  }
 
   virtual const LmdbInfo* lmdb() const { return nullptr; }  // lmdb: where the locations came from
   virtual uint64_t memory_bytes() const = 0;                 // heap bytes held

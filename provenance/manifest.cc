@@ -218,6 +218,7 @@ Status Manifest::repair_samples(uint64_t seen_generation, const std::string& why
   return samples_->repair(seen_generation, why);
 }
 uint64_t Manifest::samples_generation() const { return samples_ ? samples_->generation() : 0; }
+Result<uint32_t> Manifest::sample_masked_crc(uint64_t i) const { return samples_->masked_data_crc(i); }
 
 uint64_t Manifest::memory_bytes() const {
   auto bytes = [](const auto& v) { return static_cast<uint64_t>(v.capacity() * sizeof(v[0])); };

@@ -49,6 +49,9 @@ struct FormatOptions {
   // sample), "first-dot" (the WebDataset key: the path up to the first dot
   // of the basename), "last-dot" (up to the last dot).
   std::string group_by = "none";
+  // tfrecord: a file with a bad length CRC or a truncated record is left out
+  // of the samples (logged, still in the raw view) instead of failing the load.
+  bool tfrecord_skip_bad_files = false;
 };
 
 // lmdb: where the value locations came from (logs, stats, dlfs-ctl).
@@ -168,6 +171,8 @@ class Manifest {
   Status check_sample(uint64_t i, std::span<const std::byte> bytes) const;
   Status repair_samples(uint64_t seen_generation, const std::string& why) const;
   uint64_t samples_generation() const;
+  // tfrecord: sample i's masked data CRC, checked against its data (SampleTable).
+  Result<uint32_t> sample_masked_crc(uint64_t i) const;
 
   // ---- totals ----
   uint64_t total_bytes() const { return total_bytes_; }  // size of the byte space

@@ -9,9 +9,11 @@ packages=(
   # libraries (found through pkg-config)
   libfuse3-dev libucx-dev liblmdb-dev libspdlog-dev libfmt-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libxxhash-dev libzstd-dev libsodium-dev
+  libisal-dev  # CRC32C for TFRecord
   libibverbs-dev rdma-core
   # tests
   libgtest-dev libgmock-dev fuse3 python3 util-linux procps iproute2 lmdb-utils python3-lmdb ucx-utils tar
+  python3-crcmod  # an independent CRC32C for the TFRecord scenario
   # the real client: PyTorch reading Fashion-MNIST through the epoch views
   python3-torch python3-numpy dataset-fashion-mnist
   # a one-host Slurm for the launcher's scenario (24_real_slurm)

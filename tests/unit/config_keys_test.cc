@@ -58,6 +58,7 @@ const std::map<std::string, Reader> kMembers = {
     S("dataset.epochs_listed", plan.epochs_listed), S("dataset.order", plan.order),
     S("dataset.opportunistic_window", plan.opportunistic_window), S("dataset.readahead", plan.readahead),
     S("dataset.lmdb_spot_checks", format.lmdb_spot_leaves), S("dataset.group_by", format.group_by),
+    S("dataset.tfrecord_skip_bad_files", format.tfrecord_skip_bad_files),
 };
 #undef D
 #undef S

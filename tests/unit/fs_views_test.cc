@@ -1,9 +1,9 @@
 // Every registered view format (fs/view_formats.cc: the directory view,
 // .index, .tar, .bin) read through Namespace::read_view, without a mount,
 // over small generated datasets of each dataset format (files, fixed, lmdb
-// with fixed-size and with varying values). Expectations come from the bytes
+// with fixed-size and with varying values, tfrecord). Expectations come from the bytes
 // the test wrote and from EpochPlan (plan/epoch_plan.h), never from the view
-// code: tar streams are parsed here, entry names and index lines rebuilt here.
+// code: tar and TFRecord streams are parsed here, entry names and index lines rebuilt here.
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -16,7 +16,7 @@
 namespace dlfs::fs::test {
 namespace {
 
-enum class Kind { files, fixed, lmdb_fixed, lmdb_varying };
+enum class Kind { files, fixed, lmdb_fixed, lmdb_varying, tfrecord };
 
 std::string kind_name(const ::testing::TestParamInfo<Kind>& i) {
   switch (i.param) {
@@ -24,6 +24,7 @@ std::string kind_name(const ::testing::TestParamInfo<Kind>& i) {
     case Kind::fixed: return "fixed";
     case Kind::lmdb_fixed: return "lmdb_fixed";
     case Kind::lmdb_varying: return "lmdb_varying";
+    case Kind::tfrecord: return "tfrecord";
   }
   return "?";
 }
@@ -38,6 +39,7 @@ class FsViewsTest : public ViewsFixture, public ::testing::WithParamInterface<Ki
       case Kind::fixed: g_ = make_fixed_dataset(tmp_, "data", {7, 0, 11, 13}, 1000, 16, 6); break;
       case Kind::lmdb_fixed: g_ = make_lmdb_dataset(tmp_, "data", 29, 2500, 7); break;  // overflow values
       case Kind::lmdb_varying: g_ = make_lmdb_dataset(tmp_, "data", 33, 0, 8); break;
+      case Kind::tfrecord: g_ = make_tfrecord_dataset(tmp_, "data", {9, 0, 12, 8}, 3000, 9); break;
     }
     ASSERT_GT(g_.samples.size(), 20u);
     ids_ = ids_by_member(g_);
@@ -69,7 +71,7 @@ class FsViewsTest : public ViewsFixture, public ::testing::WithParamInterface<Ki
 // This file is the fast check of every view format: a format registered
 // without a test here fails.
 TEST_P(FsViewsTest, EveryRegisteredFormatIsCoveredAndListedPerRank) {
-  const std::set<std::string> tested = {"", ".index", ".tar", ".bin"};
+  const std::set<std::string> tested = {"", ".index", ".tar", ".bin", ".tfrecord"};
   open_plan();
   std::vector<std::string> per_rank;
   for (const ViewFormat* f : view_formats()) {
@@ -78,6 +80,8 @@ TEST_P(FsViewsTest, EveryRegisteredFormatIsCoveredAndListedPerRank) {
   }
   // .bin exists exactly for datasets whose samples all have one size.
   EXPECT_EQ(std::count(per_rank.begin(), per_rank.end(), ".bin"), g_.record_size ? 1 : 0);
+  // .tfrecord exactly for tfrecord datasets.
+  EXPECT_EQ(std::count(per_rank.begin(), per_rank.end(), ".tfrecord"), GetParam() == Kind::tfrecord ? 1 : 0);
   auto w = resolve("ds/epochs/3/2");
   ASSERT_TRUE(w.is_ok()) << w.status().message();
   std::vector<std::string> want;
@@ -178,6 +182,38 @@ TEST_P(FsViewsTest, BinIsTheRanksRecordsBackToBack) {
   }
 }
 
+// .tfrecord (tfrecord datasets only): the rank's samples in plan order, each
+// framed as a TFRecord record; the test's own parser checks every CRC.
+TEST_P(FsViewsTest, TfrecordViewIsTheRanksRecordsAsValidTfrecord) {
+  for (bool load : {false, true}) {
+    open_plan(kSeed, "pad", load ? ~0ull : 0, load);
+    if (GetParam() != Kind::tfrecord) {
+      EXPECT_EQ(resolve(view_path(1, 1, 0, ".tfrecord")).status().err(), ENOENT);
+      return;
+    }
+    for (uint32_t w : {1u, 2u}) {
+      for (uint32_t r = 0; r < w; ++r) {
+        std::vector<std::string> want;
+        uint64_t size = 0;
+        for (uint64_t id : planned(kSeed, 1, n(), w, r)) {
+          want.push_back(g_.samples[id].bytes);
+          size += 16 + want.back().size();
+        }
+        OpenResult how;
+        auto f = open_view(view_path(1, w, r, ".tfrecord"), &how);
+        ASSERT_TRUE(f);
+        EXPECT_TRUE(how.keep_cache) << "a view's bytes are a function of its name";
+        EXPECT_EQ(resolve(view_path(1, w, r, ".tfrecord"))->size, size);
+        const std::string whole = read_all(*f, 1000 + 7 * r);  // requests split headers, data and footers
+        EXPECT_EQ(whole.size(), size);
+        EXPECT_EQ(dlfs::test::ref_parse(whole), want) << "W " << w << " rank " << r << (load ? " resident" : "");
+        // A read from inside one record's header into the next's data.
+        EXPECT_EQ(read_range(*f, 5, 40), whole.substr(5, 40));
+      }
+    }
+  }
+}
+
 // The directory view: entry k is "<k zero-padded>-<member name, '/' and '%'
 // escaped>", in plan order, and reading it gives the sample's bytes.
 TEST_P(FsViewsTest, DirectoryEntriesNameAndReadTheMembersInOrder) {
@@ -268,7 +304,9 @@ TEST_P(FsViewsTest, EpochsReorderAndTheSameSeedRepeats) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, FsViewsTest,
-                         ::testing::Values(Kind::files, Kind::fixed, Kind::lmdb_fixed, Kind::lmdb_varying), kind_name);
+                         ::testing::Values(Kind::files, Kind::fixed, Kind::lmdb_fixed, Kind::lmdb_varying,
+                                           Kind::tfrecord),
+                         kind_name);
 
 }  // namespace
 }  // namespace dlfs::fs::test

@@ -497,20 +497,20 @@ TEST_F(ManifestTest, UnpaddedNamesInManyDirsMatchSortedPaths) {
 TEST(ManifestFormat, RegistryFindsEveryFormatByName) {
   std::vector<std::string> names;
   for (const DatasetFormat* f : dataset_formats()) names.emplace_back(f->name());
-  EXPECT_EQ(names, (std::vector<std::string>{"files", "fixed", "lmdb"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"files", "fixed", "lmdb", "tfrecord"}));
   for (const auto& n : names) {
     auto f = find_dataset_format(n);
     ASSERT_TRUE(f.is_ok()) << n;
     EXPECT_EQ((*f)->name(), n);
   }
-  auto bad = find_dataset_format("tfrecord");
+  auto bad = find_dataset_format("hdf5");
   ASSERT_FALSE(bad.is_ok());
-  EXPECT_NE(bad.status().message().find("tfrecord"), std::string::npos);
-  EXPECT_NE(bad.status().message().find("files, fixed, lmdb"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("hdf5"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("files, fixed, lmdb, tfrecord"), std::string::npos) << bad.status().message();
   // A dataset built with an unknown format names it.
-  auto m = Manifest::build("/", FormatOptions{"tfrecord"});
+  auto m = Manifest::build("/", FormatOptions{"hdf5"});
   ASSERT_FALSE(m.is_ok());
-  EXPECT_NE(m.status().message().find("tfrecord"), std::string::npos);
+  EXPECT_NE(m.status().message().find("hdf5"), std::string::npos);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "fs/namespace.h"
 #include "plan/epoch_plan.h"
 #include "temp_dir.h"
+#include "tfrecord_test_util.h"
 
 namespace dlfs::fs::test {
 
@@ -100,6 +101,32 @@ inline Generated make_fixed_dataset(const dlfs::test::TempDir& tmp, const std::s
       content += rec;
     }
     tmp.write_file(rel_root + "/" + names[f], content);
+  }
+  return g;
+}
+
+// `tfrecord`: TFRecord files written by the test's own encoder; samples are
+// the records' data (some empty), named "<file>/<index>.bin". Every other
+// file gets a DALI index (<file>.idx), so both ways of locating are used.
+inline Generated make_tfrecord_dataset(const dlfs::test::TempDir& tmp, const std::string& rel_root,
+                                       const std::vector<int>& records_per_file, size_t max_size, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Generated g;
+  g.format.format = "tfrecord";
+  for (size_t f = 0; f < records_per_file.size(); ++f) {
+    const std::string name = "shard-" + std::to_string(f) + ".tfrecord";
+    std::string content, index;
+    for (int i = 0; i < records_per_file[f]; ++i) {
+      std::string rec = random_string(rng, i % 5 == 3 ? 0 : 1 + rng() % max_size);
+      char idx[32];
+      std::snprintf(idx, sizeof idx, "/%08d.bin", i);
+      const std::string framed = dlfs::test::ref_frame(rec);
+      index += std::to_string(content.size()) + " " + std::to_string(framed.size()) + "\n";
+      content += framed;
+      g.samples.push_back({name + idx, std::move(rec)});
+    }
+    tmp.write_file(rel_root + "/" + name, content);
+    if (f % 2 == 1) tmp.write_file(rel_root + "/" + name + ".idx", index);
   }
   return g;
 }
