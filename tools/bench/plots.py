@@ -77,8 +77,10 @@ def throughput_vs_ceiling(results, path, note=""):
 
 def round_timeline(rounds, path, note=""):
     """One panel per shuffle ratio R: a bar per (epoch, round) from its load
-    start to its load end, a dot at its first read, a red bar for the
-    reader's wait on it."""
+    start to its load end and a dot at its first read (none: prefetched, not
+    read yet). A red dot, labelled, where reads waited for the round: wait_s
+    sums every waiting read's wait (concurrent reads each count), so it is a
+    number, not an interval on the time axis."""
     plt, _ = pyplot()
     fig, axes = plt.subplots(len(rounds), 1, figsize=(8, 1.2 + 1.6 * len(rounds)), squeeze=False)
     for ax, (ratio, r) in zip(axes[:, 0], rounds.items()):
@@ -86,9 +88,14 @@ def round_timeline(rounds, path, note=""):
         ys = range(len(tl))
         ax.barh(ys, [e["load_end_s"] - e["load_start_s"] for e in tl], left=[e["load_start_s"] for e in tl],
                 height=0.5, label="round loading")
-        ax.scatter([e["first_read_s"] for e in tl], ys, color="black", s=12, zorder=3, label="first read")
-        ax.barh(ys, [e["wait_s"] for e in tl], left=[e["first_read_s"] - e["wait_s"] for e in tl], height=0.5,
-                color="red", label="reader waited")
+        read = [(y, e) for y, e in zip(ys, tl) if e["first_read_s"] > 0]  # 0: never read
+        for waited, colour, label in ((False, "black", "first read"), (True, "red", "first read, after waiting")):
+            pts = [(y, e) for y, e in read if (e["wait_s"] > 0) == waited]
+            ax.scatter([e["first_read_s"] for _, e in pts], [y for y, _ in pts], color=colour, s=14, zorder=3,
+                       label=label)
+        for y, e in read:
+            if e["wait_s"] > 0:
+                ax.annotate(f" reads waited {e['wait_s']:.2f} s", (e["first_read_s"], y), fontsize=7, va="center")
         ax.set_yticks(list(ys))
         ax.set_yticklabels([f"e{e['epoch']} r{e['round']}" for e in tl], fontsize=7)
         ax.invert_yaxis()
@@ -97,7 +104,7 @@ def round_timeline(rounds, path, note=""):
                      f"{r['pace_mb_s']:g} MB/s, {r['stalls']} stalled acquires", fontsize=9)
         ax.set_ylabel("epoch, round", fontsize=8)
         ax.legend(fontsize=7, loc="upper right")  # rounds run top left to bottom right
-        ax.margins(x=0.02)
+        ax.set_xlim(left=0)
     axes[-1, 0].set_xlabel("seconds since the daemon started")
     fig.suptitle(f"Round loads against the reader (views_bench.py rounds)\n{note or machine()}", fontsize=10)
     return _finish(plt, fig, path)
