@@ -20,8 +20,8 @@ packages=(
   slurmctld slurmd slurm-client munge
   # the Python client (python/): pip install --no-build-isolation uses Debian's setuptools
   python3-pip python3-setuptools
-  # benchmarks
-  fio
+  # benchmarks; python3-matplotlib draws their PNG figures (tools/bench/plots.py)
+  fio python3-matplotlib
 )
 
 if [ "$(id -u)" -ne 0 ]; then

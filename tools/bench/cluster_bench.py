@@ -18,7 +18,7 @@ All nodes share this machine's cores: the aggregate shows what the software
 path costs, not what separate machines would reach.
 
 usage: cluster_bench.py [--build DIR] [--workdir DIR] [--size 1G] [--nodes 1,2,3]
-                        [--repeat 3] [--json out.json]
+                        [--repeat 3] [--json out.json] [--plots DIR]
 Needs root (namespaces, FUSE mounts).
 """
 import argparse
@@ -33,6 +33,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plots  # noqa: E402
 from run_bench import Daemons, SRC, drop_caches, ensure_dataset, log, size_arg  # noqa: E402
 
 MiB = 1 << 20
@@ -241,6 +242,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--perftest-iters", type=int, default=2000)
     ap.add_argument("--json")
+    ap.add_argument("--plots", help="directory for nodes_vs_throughput.png (default: --json's directory, else --workdir)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("cluster_bench.py needs root (network namespaces and FUSE mounts)")
@@ -278,6 +280,9 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
+    if results["aggregate"]:
+        plots.save("nodes_vs_throughput", results["aggregate"], a.plots or plots.default_dir(a.json, a.workdir),
+                   f"{a.size >> 20} MiB of 1 MiB files, {plots.machine()}")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ in a pass of its own after them.
 
 usage: run_bench.py [--build DIR] [--workdir DIR] [--size 2G] [--file-size 256K]
                     [--jobs 1,2] [--repeat 3] [--runtime 5] [--metadata-files 50000]
-                    [--quick] [--skip-random] [--skip-metadata]
+                    [--quick] [--skip-random] [--skip-metadata] [--plots DIR]
 """
 import argparse
 import json
@@ -22,6 +22,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+import plots
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(os.path.dirname(HERE))
@@ -181,6 +183,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="tiny smoke run (CI): 64 MiB, 2000 metadata files")
     ap.add_argument("--skip-random", action="store_true")
     ap.add_argument("--skip-metadata", action="store_true")
+    ap.add_argument("--plots", help="directory for throughput_vs_ceiling.png (default: --workdir, by results.json)")
     a = ap.parse_args()
     if a.quick:
         a.size, a.metadata_files, a.repeat, a.runtime, a.jobs = 64 << 20, 2000, 1, 1, "1"
@@ -297,6 +300,8 @@ def main():
     with open(os.path.join(w, "results.json"), "w") as f:
         json.dump(results, f, indent=2)
     print(f"results: {os.path.join(w, 'results.json')}")
+    plots.save("throughput_vs_ceiling", results, a.plots or w,
+               f"{nfiles} files of {a.file_size >> 10} KiB, {plots.machine()}")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@
            from stats shows whether the stream waited between rounds.
 
 usage: views_bench.py [--build DIR] [--workdir DIR] [--repeat 3] [--only small,large,rounds]
-                      [--small-count 50000] [--large-size 2G] [--quick]
+                      [--small-count 50000] [--large-size 2G] [--quick] [--json FILE] [--plots DIR]
 """
 import argparse
 import json
@@ -28,6 +28,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import plots  # noqa: E402
 from run_bench import Daemons, SRC, dlfs_loaded, dlfs_stats, drop_caches, ensure_dataset, log  # noqa: E402
 
 MiB = 1 << 20
@@ -238,6 +239,7 @@ def main():
     ap.add_argument("--rounds-count", type=int, default=4096, help="64 KiB files for the rounds run (256 MiB)")
     ap.add_argument("--pace-mb-s", type=float, default=150, help="rounds: the reader's pace (a training step)")
     ap.add_argument("--json", help="write all results here")
+    ap.add_argument("--plots", help="directory for round_timeline.png (default: --json's directory, else --workdir)")
     ap.add_argument("--quick", action="store_true", help="tiny smoke run")
     a = ap.parse_args()
     if a.quick:
@@ -257,6 +259,9 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)
+    if "rounds" in res:
+        plots.save("round_timeline", res["rounds"], a.plots or plots.default_dir(a.json, a.workdir),
+                   f"{a.rounds_count} files of 64 KiB, {plots.machine()}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ Not a CI test: it takes minutes. Needs root (FUSE mounts).
 
 usage: shuffle_accuracy.py [--epochs 5] [--configs 1,0.5,0.25,constant]
                            [--round-chunk 64KiB] [--json out.json] [--dlfsd PATH]
+                           [--plots DIR]
 """
 import argparse
 import json
@@ -30,12 +31,14 @@ import warnings
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(SRC, "tools"))
+sys.path.insert(0, os.path.join(SRC, "tools/bench"))
 warnings.filterwarnings("ignore", message="This DataLoader will create")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
+import plots  # noqa: E402
 from fashion_mnist import EpochBinView, load_images, load_labels, prepare  # noqa: E402
 
 
@@ -118,6 +121,7 @@ def main():
     ap.add_argument("--lr", type=float, default=0.02)
     ap.add_argument("--dlfsd", default=os.path.join(SRC, "build/fs/dlfsd"))
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--plots", help="directory for accuracy_vs_rl.png (default: --json's directory, else the work dir)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("shuffle_accuracy.py: needs root (FUSE mounts)")
@@ -152,6 +156,8 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
+    plots.save("accuracy_vs_rl", results, a.plots or plots.default_dir(a.json, work),
+               f"{len(labels):,} training images, round chunk {a.round_chunk}, {plots.machine()}")
 
 
 if __name__ == "__main__":
