@@ -7,7 +7,8 @@ namespace dlfs::provenance {
 #define DLFS_DATASET_FORMATS(X) \
   X(files)                      \
   X(fixed)                      \
-  X(lmdb)
+  X(lmdb)                       \
+  X(tar)
 
 #define DLFS_DECLARE_FORMAT(name) const DatasetFormat& name##_format();
 DLFS_DATASET_FORMATS(DLFS_DECLARE_FORMAT)
