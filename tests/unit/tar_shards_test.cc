@@ -5,13 +5,16 @@
 // checks the epoch views: every group whole, with its members' names and
 // bytes, once per epoch across ranks, in the plan's order, with and without
 // rounds. Bad shards (checksum, truncation, no end block) fail the open with
-// the shard and the byte offset in the error.
+// the shard and the byte offset in the error. The scanner alone: GNU base-256
+// sizes, pax size= records, 'K' and symlink entries, unsafe names, bad pax.
 #include <fstream>
 #include <iterator>
 #include <numeric>
 
+#include "common/unique_fd.h"
 #include "fs/tar_format.h"
 #include "provenance/sample_groups.h"
+#include "provenance/tar_shard_scan.h"
 #include "views_test_util.h"
 
 namespace dlfs::fs::test {
@@ -50,7 +53,20 @@ class ShardWriter {
     header("pax_global_header", rec.size(), 'g');
     body(rec);
   }
+  // A pax 'x' header with these records (each "key=value"), for the next member.
+  void pax(const std::vector<std::string>& records) {
+    std::string text;
+    for (const std::string& r : records) {
+      const std::string rec = " " + r + "\n";
+      size_t len = rec.size() + 1;
+      while (std::to_string(len).size() + rec.size() != len) ++len;
+      text += std::to_string(len) + rec;
+    }
+    header("PaxHeaders/stub", text.size(), 'x');
+    body(text);
+  }
   std::string finish() { return bytes_ + std::string(1024, '\0'); }
+  std::string& bytes() { return bytes_; }
 
  private:
   void header(const std::string& name, uint64_t size, char type) {
@@ -219,6 +235,73 @@ TEST_F(TarShardsTest, BadShardsNameFileAndOffset) {
   std::memcpy(bad.data() + 512 + 124, "0000000x777", 12);
   set_checksum(bad.data() + 512);
   expect_refused(bad, "tar shard 'shards/s0.tar' at byte 512: size field is not a number");
+}
+
+// The scanner on its own: header kinds real writers emit rarely.
+class TarShardScanTest : public ::dlfs::test::TempDirTest {
+ protected:
+  Result<provenance::TarShardFacts> scan(const std::string& bytes, std::vector<provenance::TarShardMember>& out) {
+    const std::string path = tmp_.write_file("x.tar", bytes);
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    return provenance::scan_tar_shard(fd.get(), bytes.size(), "x.tar",
+                                      [&](provenance::TarShardMember&& m) { out.push_back(std::move(m)); });
+  }
+};
+
+TEST_F(TarShardScanTest, Base256SizesPaxSizeAndSkippedEntries) {
+  ShardWriter w;
+  w.member("a.jpg", std::string(700, 'a'));
+  const size_t b256 = w.bytes().size();
+  w.member("b.jpg", std::string(300, 'b'));
+  w.member("link-name", "", 'K');  // a GNU long link name: a record about the next entry
+  w.member("l.jpg", "", '2');      // a symlink: skipped
+  w.pax({"mtime=1.5", "size=20", "path=./p/c.jpg"});  // the member's size comes from pax
+  w.member("c-stub", std::string(20, 'c'));
+  std::string bytes = w.finish();
+  char* h = bytes.data() + b256;          // b.jpg's size as GNU base-256
+  std::memset(h + 124, 0, 12);
+  h[124] = static_cast<char>(0x80);
+  h[134] = 300 >> 8;
+  h[135] = 300 & 0xff;
+  set_checksum(h);
+  std::vector<provenance::TarShardMember> got;
+  auto facts = scan(bytes, got);
+  ASSERT_TRUE(facts.is_ok()) << facts.status().message();
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[1].name, "b.jpg");
+  EXPECT_EQ(got[1].size, 300u);
+  EXPECT_EQ(bytes.substr(got[1].data_offset, 300), std::string(300, 'b'));
+  EXPECT_EQ(got[2].name, "p/c.jpg");
+  EXPECT_EQ(got[2].size, 20u);
+  EXPECT_EQ(bytes.substr(got[2].data_offset, 20), std::string(20, 'c'));
+  EXPECT_LT(got[2].header_offset, got[2].data_offset - 512) << "a member's bytes start at its pax header";
+  EXPECT_EQ(facts->skipped, 1u) << "the symlink (its 'K' record is part of it)";
+}
+
+TEST_F(TarShardScanTest, RefusesUnsafeNamesAndBadPax) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"path=../etc/passwd"}, "member name '../etc/passwd' is empty, absolute or climbs out"},
+      {{"path=/abs"}, "member name '/abs'"},
+      {{"size=12x"}, "pax size '12x' is not a number"},
+  };
+  for (const auto& [records, want] : cases) {
+    ShardWriter w;
+    w.pax(records);
+    w.member("m", "data");
+    std::vector<provenance::TarShardMember> got;
+    auto facts = scan(w.finish(), got);
+    ASSERT_FALSE(facts.is_ok()) << want;
+    EXPECT_NE(facts.status().message().find(want), std::string::npos) << facts.status().message();
+    EXPECT_NE(facts.status().message().find("tar shard 'x.tar' at byte"), std::string::npos);
+  }
+  std::vector<provenance::TarShardMember> got;
+  ShardWriter p;
+  p.member("PaxHeaders/x", "99 path=short\n", 'x');  // a record longer than the pax data
+  p.member("m", "data");
+  auto facts = scan(p.finish(), got);
+  ASSERT_FALSE(facts.is_ok());
+  EXPECT_NE(facts.status().message().find("at byte 0: malformed pax record"), std::string::npos)
+      << facts.status().message();
 }
 
 TEST_F(TarShardsTest, NeedsAGroupRule) {
