@@ -5,7 +5,8 @@
 # epochs: every key once per epoch with its members' bytes, in a per-sample
 # shuffle across shards. A shard with a broken header, and a truncated one,
 # make dlfsd refuse the dataset naming the shard and the byte offset;
-# `dlfs-ctl tar show` lists the shards and names every bad one.
+# `dlfs-ctl verify` finds the resident bytes equal to the shards; `dlfs-ctl
+# tar show` lists the shards and names every bad one.
 source "$(dirname "$0")/lib.sh"
 require_fuse
 "$PYTHON" -c 'import torch' 2>/dev/null || skip "python3-torch is not installed"
@@ -19,6 +20,8 @@ start_daemon "$WORK/mnt" "$WORK/d.log" --backend "$WORK/shards" --name wds --for
 wait_loaded "$WORK/mnt"
 PYTHONPATH="$SRC/python" "$PYTHON" "$CHECK" check "$WORK/mnt/wds" "$WORK/shards" || fail "WebDataset through views"
 samples=$(stat_field "$WORK/mnt" 's["datasets"][0]["samples"]')
+"$DLFS_CTL" --socket "$(ctl_socket "$WORK/mnt")" verify >"$WORK/verify.txt" ||
+  { cat "$WORK/verify.txt" >&2; fail "dlfs-ctl verify of the resident shards"; }
 stop_daemon "$DAEMON_PID" "$WORK/mnt"
 "$DLFS_CTL" tar show --json "$WORK/shards" >"$WORK/show.json" || fail "dlfs-ctl tar show on good shards"
 "$PYTHON" - "$WORK/show.json" "$samples" <<'PY' || fail "dlfs-ctl tar show's counts"
