@@ -90,8 +90,6 @@ class TarSamples final : public SampleTable {
   std::vector<uint64_t> name_end_;  // names_[name_end_[m], name_end_[m+1]) is member m's
 };
 
-bool is_shard(std::string_view name) { return name.size() > 4 && name.ends_with(".tar"); }
-
 class TarFormat final : public DatasetFormat {
  public:
   std::string_view name() const override { return "tar"; }
@@ -113,7 +111,7 @@ class TarFormat final : public DatasetFormat {
     auto table = std::make_unique<TarSamples>(parse_group_rule(o.group_by).value());
     uint32_t shards = 0;
     for (uint32_t f = 0; f < tree.file_count(); ++f) {
-      if (!is_shard(tree.file_name(f))) continue;
+      if (!is_tar_shard_name(tree.file_name(f))) continue;
       ++shards;
       const std::string rel = tree.file_path(f), path = tree.root() + "/" + rel;
       UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));

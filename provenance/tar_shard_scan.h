@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 
@@ -37,6 +38,11 @@ struct TarShardFacts {
   uint64_t skipped = 0;     // other entries (directories, links, ...)
   uint64_t end_offset = 0;  // the end-of-archive zero block
 };
+
+// Whether a tree's file is a shard of format tar: its name ends in ".tar".
+inline bool is_tar_shard_name(std::string_view basename) {
+  return basename.size() > 4 && basename.ends_with(".tar");
+}
 
 // Scans the shard open as `fd` (`size` bytes; `label` names it in errors) and
 // calls on_member for each regular member in archive order.

@@ -58,8 +58,7 @@ int run_show(const std::string& dir, const std::string& group_by, bool json_out)
   nlohmann::json shards = nlohmann::json::array();
   uint64_t members = 0, samples = 0, bad = 0;
   for (uint32_t f = 0; f < tree->file_count(); ++f) {
-    const std::string_view name = tree->file_name(f);
-    if (name.size() <= 4 || !name.ends_with(".tar")) continue;
+    if (!pv::is_tar_shard_name(tree->file_name(f))) continue;
     nlohmann::json s = scan_one(dir, tree->file_path(f), tree->file_size(f), *rule);
     if (s.contains("error")) {
       ++bad;
