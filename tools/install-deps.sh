@@ -14,7 +14,7 @@ packages=(
   libgtest-dev libgmock-dev fuse3 python3 util-linux procps iproute2 lmdb-utils python3-lmdb ucx-utils tar
   # the real client: PyTorch reading Fashion-MNIST through the epoch views
   python3-torch python3-numpy dataset-fashion-mnist
-  # Fashion-MNIST as WebDataset shards of PNGs (27_fashion_mnist_wds)
+  # Fashion-MNIST as WebDataset shards of PNGs (28_fashion_mnist_wds)
   python3-pil
   # a one-host Slurm for the launcher's scenario (24_real_slurm)
   slurmctld slurmd slurm-client munge
