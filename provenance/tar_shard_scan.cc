@@ -201,6 +201,10 @@ class ShardScanner {
     const std::string prefix = field(b, 345, 155);
     const bool ustar = std::memcmp(b.data() + 257, "ustar", 5) == 0;
     if (!meta.name && ustar && !prefix.empty()) name = prefix + "/" + name;
+    if (name.ends_with('/')) {  // old (v7) writers mark directories by the name only
+      ++facts_.skipped;
+      return Status::ok();
+    }
     std::optional<std::string> clean = clean_name(name);
     if (!clean) return Status(EINVAL, "member name '" + name + "' is empty, absolute or climbs out with '..'");
     ++facts_.members;

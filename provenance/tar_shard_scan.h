@@ -5,7 +5,8 @@
 // Handled: ustar (name + prefix), GNU (magic "ustar  ", base-256 sizes, 'L'
 // long names, 'K' long link names), pax ('x' records path= and size= for the
 // next member; 'g' global records are ignored), v7 headers. Regular members
-// are typeflags '0', '\0' and '7'; directories, links and devices are skipped
+// are typeflags '0', '\0' and '7' (unless the name ends in '/', as old
+// writers mark directories); directories, links and devices are skipped
 // (a hard link has no data of its own); GNU sparse members ('S') are refused,
 // their data is not one contiguous range. The archive ends at its first zero
 // block.

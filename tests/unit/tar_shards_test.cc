@@ -255,6 +255,7 @@ TEST_F(TarShardScanTest, Base256SizesPaxSizeAndSkippedEntries) {
   w.member("b.jpg", std::string(300, 'b'));
   w.member("link-name", "", 'K');  // a GNU long link name: a record about the next entry
   w.member("l.jpg", "", '2');      // a symlink: skipped
+  w.member("v7dir/", "");          // a directory as old writers mark it: skipped
   w.pax({"mtime=1.5", "size=20", "path=./p/c.jpg"});  // the member's size comes from pax
   w.member("c-stub", std::string(20, 'c'));
   std::string bytes = w.finish();
@@ -275,7 +276,7 @@ TEST_F(TarShardScanTest, Base256SizesPaxSizeAndSkippedEntries) {
   EXPECT_EQ(got[2].size, 20u);
   EXPECT_EQ(bytes.substr(got[2].data_offset, 20), std::string(20, 'c'));
   EXPECT_LT(got[2].header_offset, got[2].data_offset - 512) << "a member's bytes start at its pax header";
-  EXPECT_EQ(facts->skipped, 1u) << "the symlink (its 'K' record is part of it)";
+  EXPECT_EQ(facts->skipped, 2u) << "the symlink (its 'K' record is part of it) and v7dir/";
 }
 
 TEST_F(TarShardScanTest, RefusesUnsafeNamesAndBadPax) {
