@@ -182,8 +182,8 @@ std::vector<ConfigKey> dataset_keys() {
       Key(s, "header_bytes", "--header-bytes", Kind::size, DATASET(format.header_bytes),
           "fixed: bytes to skip at the start of every file"),
       Key(s, "group_by", "--group-by", Kind::choice, DATASET(format.group_by),
-          "files: consecutive files with one key are one sample (first-dot: the WebDataset key, "
-          "n0153/x of n0153/x.jpg and n0153/x.cls)")
+          "files, tar: consecutive files (tar members) with one key are one sample (first-dot: the "
+          "WebDataset key, n0153/x of n0153/x.jpg and n0153/x.cls; tar needs one)")
           .choices(provenance::group_rule_names()),
       Key(s, "seed", "--seed", Kind::integer, DATASET(plan.seed),
           "Job seed of the epoch views: same seed, same orders on every node and restart")

@@ -8,7 +8,8 @@ namespace dlfs::provenance {
   X(files)                      \
   X(fixed)                      \
   X(lmdb)                       \
-  X(tfrecord)
+  X(tfrecord)                   \
+  X(tar)
 
 #define DLFS_DECLARE_FORMAT(name) const DatasetFormat& name##_format();
 DLFS_DATASET_FORMATS(DLFS_DECLARE_FORMAT)

@@ -46,7 +46,7 @@ std::vector<uint32_t> group_starts(const Manifest& tree, GroupRule rule) {
 
 Status refuse_grouping(const FormatOptions& options, std::string_view format) {
   if (options.group_by == "none") return Status::ok();
-  return Status(EINVAL, "group_by applies to format 'files' only, not to '" + std::string(format) + "'");
+  return Status(EINVAL, "group_by applies to formats 'files' and 'tar' only, not to '" + std::string(format) + "'");
 }
 
 }  // namespace dlfs::provenance

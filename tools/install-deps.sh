@@ -16,6 +16,8 @@ packages=(
   python3-crcmod  # an independent CRC32C for the TFRecord scenario
   # the real client: PyTorch reading Fashion-MNIST through the epoch views
   python3-torch python3-numpy dataset-fashion-mnist
+  # Fashion-MNIST as WebDataset shards of PNGs (28_fashion_mnist_wds)
+  python3-pil
   # a one-host Slurm for the launcher's scenario (24_real_slurm)
   slurmctld slurmd slurm-client munge
   # the Python client (python/): pip install --no-build-isolation uses Debian's setuptools

@@ -497,7 +497,7 @@ TEST_F(ManifestTest, UnpaddedNamesInManyDirsMatchSortedPaths) {
 TEST(ManifestFormat, RegistryFindsEveryFormatByName) {
   std::vector<std::string> names;
   for (const DatasetFormat* f : dataset_formats()) names.emplace_back(f->name());
-  EXPECT_EQ(names, (std::vector<std::string>{"files", "fixed", "lmdb", "tfrecord"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"files", "fixed", "lmdb", "tfrecord", "tar"}));
   for (const auto& n : names) {
     auto f = find_dataset_format(n);
     ASSERT_TRUE(f.is_ok()) << n;

@@ -207,7 +207,7 @@ TEST_F(SampleGroupsTest, OtherFormatsRefuseGrouping) {
   dc.format = fixed.format;
   auto ds = Dataset::open(dc, ~0ull, DaemonConfig{});
   ASSERT_FALSE(ds.is_ok());
-  EXPECT_NE(ds.status().message().find("group_by applies to format 'files' only"), std::string::npos)
+  EXPECT_NE(ds.status().message().find("group_by applies to formats 'files' and 'tar' only"), std::string::npos)
       << ds.status().message();
 }
 

@@ -11,6 +11,7 @@
 #include "tools/ctl/lmdb_cli.h"
 #include "tools/ctl/render.h"
 #include "tools/ctl/tfrecord_cli.h"
+#include "tools/ctl/tar_cli.h"
 
 namespace {
 
@@ -43,7 +44,7 @@ dlfs::Result<std::string> find_socket(const std::string& socket, const std::stri
   return found[0];
 }
 
-// What the daemon commands (all but `lmdb`) are given.
+// What the daemon commands (all but `lmdb` and `tar`) are given.
 struct DaemonArgs {
   std::string socket, mount, dataset;
   bool json_out = false;
@@ -169,11 +170,13 @@ int main(int argc, char** argv) {
   add_daemon_commands(app, args);
   int lmdb_exit = kOk;
   dlfs::ctl::add_lmdb_commands(app, lmdb_exit);
-  int tfrecord_exit = kOk;
+  int tfrecord_exit = kOk, tar_exit = kOk;
   dlfs::ctl::add_tfrecord_commands(app, tfrecord_exit);
+  dlfs::ctl::add_tar_commands(app, tar_exit);
   // CLI11_PARSE would exit 105..109 on bad arguments; the documented usage code is 2.
   try { app.parse(argc, argv); } catch (const CLI::ParseError& e) { return app.exit(e) == 0 ? kOk : kUsage; }
   if (app.got_subcommand("lmdb")) return lmdb_exit;
   if (app.got_subcommand("tfrecord")) return tfrecord_exit;
+  if (app.got_subcommand("tar")) return tar_exit;
   return run_daemon_command(app.get_subcommands()[0]->get_name(), args);
 }
