@@ -38,12 +38,6 @@ TEST(GroupKey, LastDotAndNone) {
   EXPECT_NE(provenance::parse_group_rule("x").status().message().find("first-dot"), std::string::npos);
 }
 
-// A group as the test knows it: its key and members (names and bytes).
-struct Group {
-  std::string key;
-  std::vector<Sample> members;
-};
-
 constexpr uint64_t kSeed = 77;
 
 class SampleGroupsTest : public ViewsFixture {
@@ -69,7 +63,7 @@ class SampleGroupsTest : public ViewsFixture {
     std::sort(all_.begin(), all_.end(), [](const Sample& a, const Sample& b) { return a.member < b.member; });
     for (const Sample& s : all_) {
       const std::string key(group_key(s.member, GroupRule::first_dot));
-      if (groups_.empty() || groups_.back().key != key) groups_.push_back({key, {}});
+      if (groups_.empty() || groups_.back().key != key) groups_.push_back({key, "", {}});
       groups_.back().members.push_back(s);
     }
     g_.format.group_by = "first-dot";
@@ -87,49 +81,6 @@ class SampleGroupsTest : public ViewsFixture {
     for (const Sample& s : all_) n += s.bytes.size();
     return n;
   }
-  // Rank r's tar of (e, w) cut into whole groups (each member where the
-  // group says, bytes compared); returns the group indices in stream order.
-  std::vector<uint64_t> groups_in_tar(uint64_t e, uint32_t w, uint32_t r) const {
-    std::map<std::string, uint64_t> by_first;  // first member name -> group
-    for (uint64_t gi = 0; gi < groups_.size(); ++gi) by_first[groups_[gi].members[0].member] = gi;
-    const auto tar = read_tar(e, w, r, 1000 + 777 * r);
-    std::vector<uint64_t> out;
-    for (size_t at = 0; at < tar.size();) {
-      auto it = by_first.find(tar[at].name);
-      if (it == by_first.end()) {
-        ADD_FAILURE() << "epoch " << e << " W " << w << " rank " << r << ": member " << at << " (" << tar[at].name
-                      << ") starts no group";
-        return out;
-      }
-      for (const Sample& m : groups_[it->second].members) {
-        if (at >= tar.size() || tar[at].name != m.member || tar[at].data != m.bytes) {
-          ADD_FAILURE() << "group " << groups_[it->second].key << " is not whole at member " << at << " (want "
-                        << m.member << ")";
-          return out;
-        }
-        ++at;
-      }
-      out.push_back(it->second);
-    }
-    return out;
-  }
-  // Every rank's tar is whole groups; across ranks each group comes once
-  // (plus the padding); `planned_order`: in EpochPlan's order of the groups.
-  void check_every_rank(bool planned_order) {
-    ASSERT_EQ(ds().manifest().sample_count(), groups_.size()) << "a group is one sample";
-    for (uint64_t e : {0u, 1u})
-      for (uint32_t w : {1u, 3u}) {
-        std::vector<int> seen(groups_.size(), 0);
-        for (uint32_t r = 0; r < w; ++r) {
-          const auto got = groups_in_tar(e, w, r);
-          if (planned_order) EXPECT_EQ(got, planned(kSeed, e, groups_.size(), w, r)) << "epoch " << e << " W " << w;
-          for (uint64_t gi : got) ++seen[gi];
-        }
-        for (size_t gi = 0; gi < groups_.size(); ++gi) EXPECT_GE(seen[gi], 1) << groups_[gi].key << " never served";
-        const int total = std::accumulate(seen.begin(), seen.end(), 0);
-        EXPECT_LT(total, static_cast<int>(groups_.size() + w)) << "more than the padding came twice";
-      }
-  }
 
   std::vector<Sample> all_;
   std::vector<Group> groups_;
@@ -141,19 +92,19 @@ TEST_F(SampleGroupsTest, GroupsAreAdjacentAndOncePerEpochNothingResident) {
   ASSERT_EQ(std::count_if(groups_.begin(), groups_.end(), [](const Group& x) { return x.key == "k"; }), 2)
       << "the test's own grouping must split k around k.d/z";
   open_plan(0, false);
-  check_every_rank(true);
+  check_groups_per_epoch(groups_, {1, 3}, kSeed, true);
 }
 
 TEST_F(SampleGroupsTest, GroupsAreAdjacentAndOncePerEpochResident) {
   open_plan(~0ull, true);
-  check_every_rank(true);
+  check_groups_per_epoch(groups_, {1, 3}, kSeed, true);
   EXPECT_EQ(ds().view_counters().reads.fetched_bytes.load(), 0u) << "all resident: no backend read";
 }
 
 TEST_F(SampleGroupsTest, GroupsAreAdjacentAndOncePerEpochInRounds) {
   open_plan(dataset_bytes() / 2, false);
   ASSERT_TRUE(ds().planner().rounds()) << "half the dataset's bytes must mean rounds";
-  check_every_rank(false);  // rounds reorder (round_plan.h); whole groups, once each, all the same
+  check_groups_per_epoch(groups_, {1, 3}, kSeed, false);  // rounds reorder (round_plan.h); whole groups, once each, all the same
 }
 
 // Each .index line is a group: its key, and the tar bytes of all its members

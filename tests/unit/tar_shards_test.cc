@@ -81,12 +81,6 @@ class ShardWriter {
   std::string bytes_;
 };
 
-struct Group {
-  std::string key;
-  std::string shard;
-  std::vector<Sample> members;
-};
-
 constexpr uint64_t kSeed = 5;
 
 class TarShardsTest : public ViewsFixture {
@@ -136,45 +130,6 @@ class TarShardsTest : public ViewsFixture {
     p.round_chunk = 8 << 10;
     open("data", g_, p, budget, load);
   }
-  // Rank r's tar of (e, w) cut into whole groups, bytes compared.
-  std::vector<uint64_t> groups_in_tar(uint64_t e, uint32_t w, uint32_t r) const {
-    std::map<std::string, uint64_t> by_first;
-    for (uint64_t gi = 0; gi < groups_.size(); ++gi) by_first[groups_[gi].members[0].member] = gi;
-    const auto tar = read_tar(e, w, r, 1000 + 777 * r);
-    std::vector<uint64_t> out;
-    for (size_t at = 0; at < tar.size();) {
-      auto it = by_first.find(tar[at].name);
-      if (it == by_first.end()) {
-        ADD_FAILURE() << "member " << at << " (" << tar[at].name << ") starts no group";
-        return out;
-      }
-      for (const Sample& m : groups_[it->second].members) {
-        if (at >= tar.size() || tar[at].name != m.member || tar[at].data != m.bytes) {
-          ADD_FAILURE() << "group " << groups_[it->second].key << " not whole or other bytes at member " << at;
-          return out;
-        }
-        ++at;
-      }
-      out.push_back(it->second);
-    }
-    return out;
-  }
-  void check_every_rank(bool planned_order) {
-    ASSERT_EQ(ds().manifest().sample_count(), groups_.size()) << "a group is one sample";
-    for (uint64_t e : {0u, 1u})
-      for (uint32_t w : {1u, 2u}) {
-        std::vector<int> seen(groups_.size(), 0);
-        for (uint32_t r = 0; r < w; ++r) {
-          const auto got = groups_in_tar(e, w, r);
-          if (planned_order) {
-            EXPECT_EQ(got, planned(kSeed, e, groups_.size(), w, r)) << "epoch " << e << " W " << w;
-          }
-          for (uint64_t gi : got) ++seen[gi];
-        }
-        for (size_t gi = 0; gi < groups_.size(); ++gi) EXPECT_GE(seen[gi], 1) << groups_[gi].key << " never served";
-        EXPECT_LT(std::accumulate(seen.begin(), seen.end(), 0), static_cast<int>(groups_.size() + w));
-      }
-  }
   // Opening the dataset with shard s0 replaced by `bytes` fails with `want` in the error.
   void expect_refused(const std::string& bytes, const std::string& want) {
     tmp_.write_file("data/shards/s0.tar", bytes);
@@ -197,29 +152,29 @@ class TarShardsTest : public ViewsFixture {
 
 TEST_F(TarShardsTest, GroupsAreWholeAndOncePerEpoch) {
   open_plan(~0ull, false);
-  check_every_rank(true);
+  check_groups_per_epoch(groups_, {1, 2}, kSeed, true);
   EXPECT_EQ(ds().manifest().sample_name(0), groups_[0].key);
   EXPECT_LT(ds().manifest().memory_bytes(), 200u * 1024) << "per-sample tables stay small";
 }
 
 TEST_F(TarShardsTest, GroupsAreWholeResidentAndInRounds) {
   open_plan(~0ull, true);
-  check_every_rank(true);
+  check_groups_per_epoch(groups_, {1, 2}, kSeed, true);
   EXPECT_EQ(ds().view_counters().reads.fetched_bytes.load(), 0u) << "all resident: no backend read";
   open_plan(ds().manifest().total_bytes() / 3, false);
   ASSERT_TRUE(ds().planner().rounds()) << "a third of the bytes must mean rounds";
-  check_every_rank(false);
+  check_groups_per_epoch(groups_, {1, 2}, kSeed, false);
 }
 
 // The epoch order is a per-sample shuffle across shards, not shard by shard.
 TEST_F(TarShardsTest, OrderMixesShards) {
   open_plan(~0ull, false);
-  const auto order = groups_in_tar(0, 1, 0);
+  const auto order = groups_in_tar(groups_, 0, 1, 0);
   ASSERT_EQ(order.size(), groups_.size());
   size_t switches = 0;
   for (size_t k = 1; k < order.size(); ++k) switches += groups_[order[k]].shard != groups_[order[k - 1]].shard;
   EXPECT_GT(switches, order.size() / 2) << "adjacent samples should mostly come from different shards";
-  EXPECT_NE(order, groups_in_tar(1, 1, 0)) << "epochs differ";
+  EXPECT_NE(order, groups_in_tar(groups_, 1, 1, 0)) << "epochs differ";
 }
 
 TEST_F(TarShardsTest, BadShardsNameFileAndOffset) {

@@ -249,6 +249,14 @@ inline std::vector<uint64_t> planned(uint64_t seed, uint64_t epoch, uint64_t n, 
 }
 
 // A fixture with datasets opened from a config and a Namespace over them.
+// A sample group as a test knows it: its key, its members in order and (tar
+// shards) the shard holding it.
+struct Group {
+  std::string key;
+  std::string shard;
+  std::vector<Sample> members;
+};
+
 class ViewsFixture : public ::dlfs::test::TempDirTest {
  protected:
   // Opens one dataset named "ds" at tmp_/rel_root; `load` waits until its
@@ -351,6 +359,54 @@ class ViewsFixture : public ::dlfs::test::TempDirTest {
       EXPECT_TRUE(s.is_ok()) << s.message();
     }
     return names;
+  }
+
+  // Rank r's tar of (e, w) cut into whole groups (each member where its group
+  // says, bytes compared); the group indices in stream order.
+  std::vector<uint64_t> groups_in_tar(const std::vector<Group>& groups, uint64_t e, uint32_t w, uint32_t r) const {
+    std::map<std::string, uint64_t> by_first;  // first member name -> group
+    for (uint64_t gi = 0; gi < groups.size(); ++gi) by_first[groups[gi].members[0].member] = gi;
+    const auto tar = read_tar(e, w, r, 1000 + 777 * r);
+    std::vector<uint64_t> out;
+    for (size_t at = 0; at < tar.size();) {
+      auto it = by_first.find(tar[at].name);
+      if (it == by_first.end()) {
+        ADD_FAILURE() << "epoch " << e << " W " << w << " rank " << r << ": member " << at << " (" << tar[at].name
+                      << ") starts no group";
+        return out;
+      }
+      for (const Sample& m : groups[it->second].members) {
+        if (at >= tar.size() || tar[at].name != m.member || tar[at].data != m.bytes) {
+          ADD_FAILURE() << "group " << groups[it->second].key << " is not whole (or other bytes) at member " << at;
+          return out;
+        }
+        ++at;
+      }
+      out.push_back(it->second);
+    }
+    return out;
+  }
+  // Epochs 0 and 1, each W of `worlds`: every rank's tar is whole groups;
+  // across the ranks each group comes once (plus the padding); with
+  // planned_order, in EpochPlan's order of the groups.
+  void check_groups_per_epoch(const std::vector<Group>& groups, std::initializer_list<uint32_t> worlds, uint64_t seed,
+                              bool planned_order) const {
+    ASSERT_EQ(ds().manifest().sample_count(), groups.size()) << "a group is one sample";
+    for (uint64_t e : {0u, 1u})
+      for (uint32_t w : worlds) {
+        std::vector<int> seen(groups.size(), 0);
+        for (uint32_t r = 0; r < w; ++r) {
+          const auto got = groups_in_tar(groups, e, w, r);
+          if (planned_order) EXPECT_EQ(got, planned(seed, e, groups.size(), w, r)) << "epoch " << e << " W " << w;
+          for (uint64_t gi : got) ++seen[gi];
+        }
+        int total = 0;
+        for (size_t gi = 0; gi < groups.size(); ++gi) {
+          EXPECT_GE(seen[gi], 1) << groups[gi].key << " never served";
+          total += seen[gi];
+        }
+        EXPECT_LT(total, static_cast<int>(groups.size() + w)) << "more than the padding came twice";
+      }
   }
 
   std::vector<std::unique_ptr<Dataset>> datasets_;
