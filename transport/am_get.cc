@@ -1,7 +1,8 @@
 #include "transport/am_get.h"
 
-#include <cerrno>
 #include <algorithm>
+#include <bit>
+#include <cerrno>
 #include <cstring>
 #include <sstream>
 #include <vector>
@@ -251,6 +252,45 @@ ReplyBuffer ServedMemory::copy(uint64_t address, size_t length) {
     }
   }
   return {};
+}
+
+namespace {
+// Buffers of sizes from 64 KiB up, by power-of-two class; at most
+// kGetPoolBytes kept (a reader's batch of 1 MiB gets in flight fits).
+constexpr size_t kGetPoolBytes = 64u << 20;
+constexpr size_t kSmallestPooled = 64u << 10;
+std::mutex get_pool_mu;
+std::vector<std::pair<size_t, std::unique_ptr<std::byte[]>>> get_pool;  // (capacity, buffer)
+size_t get_pool_bytes = 0;
+
+size_t size_class(size_t n) { return n <= kSmallestPooled ? kSmallestPooled : std::bit_ceil(n); }
+}  // namespace
+
+std::unique_ptr<std::byte[]> take_get_buffer(size_t n, size_t& capacity) {
+  if (n < kSmallestPooled / 2) {  // small: malloc is cheap below the mmap threshold
+    capacity = 0;
+    return std::make_unique_for_overwrite<std::byte[]>(n);
+  }
+  capacity = size_class(n);
+  {
+    std::lock_guard lk(get_pool_mu);
+    for (auto it = get_pool.begin(); it != get_pool.end(); ++it)
+      if (it->first == capacity) {
+        auto b = std::move(it->second);
+        get_pool.erase(it);
+        get_pool_bytes -= capacity;
+        return b;
+      }
+  }
+  return std::make_unique_for_overwrite<std::byte[]>(capacity);
+}
+
+void give_get_buffer(std::unique_ptr<std::byte[]> buffer, size_t capacity) {
+  if (!buffer || capacity == 0) return;
+  std::lock_guard lk(get_pool_mu);
+  if (get_pool_bytes + capacity > kGetPoolBytes) return;  // freed here
+  get_pool_bytes += capacity;
+  get_pool.emplace_back(capacity, std::move(buffer));
 }
 
 void ServedMemory::recycle(ReplyBuffer buffer) {

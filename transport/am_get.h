@@ -41,14 +41,22 @@ Status ucx_error(const std::string& what, ucs_status_t s);
 
 // One get in flight (either path), shared by the caller and whoever
 // completes it, so that a caller that gave up leaves the buffer to it.
+// Get buffers are recycled, as reply buffers are (ServedMemory): dlfsd keeps
+// blocks over 128 KiB mmapped (fs/main.cc), so a fresh 1 MiB buffer per get
+// cost 256 page faults and an munmap on the asker's side too.
+std::unique_ptr<std::byte[]> take_get_buffer(size_t n, size_t& capacity);
+void give_get_buffer(std::unique_ptr<std::byte[]> buffer, size_t capacity);
+
 struct GetOp : Endpoint::PendingGet::Op {
-  explicit GetOp(size_t n) : size(n), buffer(std::make_unique_for_overwrite<std::byte[]>(n)) {}
+  explicit GetOp(size_t n) : size(n), buffer(take_get_buffer(n, capacity)) {}
+  ~GetOp() override { give_get_buffer(std::move(buffer), capacity); }
   void complete(Status result);  // once; later calls are ignored
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
   Status result;
   const size_t size;
+  size_t capacity = 0;
   std::unique_ptr<std::byte[]> buffer;
 };
 
