@@ -3,8 +3,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
 
 #include <spdlog/spdlog.h>
 
@@ -17,28 +15,7 @@ constexpr size_t kKeep = 256;
 // Logged one by one; a whole tree replaced must not flood the log.
 constexpr uint64_t kLogLines = 20;
 
-std::string ns_time(int64_t ns) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%" PRId64 ".%09" PRId64, ns / 1000000000, ns % 1000000000);
-  return buf;
-}
-
-void add(std::string& out, const std::string& part) { out += (out.empty() ? "" : ", ") + part; }
-
 }  // namespace
-
-std::string describe_change(const provenance::FileIdentity& pin, const struct stat& now) {
-  std::string out;
-  const auto size = static_cast<uint64_t>(now.st_size);
-  const int64_t mtime = static_cast<int64_t>(now.st_mtim.tv_sec) * 1000000000 + now.st_mtim.tv_nsec;
-  if (size != pin.size) add(out, "size " + std::to_string(pin.size) + " -> " + std::to_string(size));
-  if (mtime != pin.mtime_ns) add(out, "mtime " + ns_time(pin.mtime_ns) + " -> " + ns_time(mtime));
-  if (static_cast<uint64_t>(now.st_ino) != pin.inode)
-    add(out, "inode " + std::to_string(pin.inode) + " -> " + std::to_string(now.st_ino) + " (replaced)");
-  if (static_cast<uint64_t>(now.st_dev) != pin.device)
-    add(out, "device " + std::to_string(pin.device) + " -> " + std::to_string(now.st_dev));
-  return out;
-}
 
 ChangedFiles::ChangedFiles(uint32_t file_count, std::string label)
     : file_count_(file_count), label_(std::move(label)),

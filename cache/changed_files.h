@@ -32,13 +32,9 @@
 
 #include "provenance/manifest.h"
 
-struct stat;
-
 namespace dlfs::cache {
 
-// "" when `now` matches the pin, else what differs, e.g.
-// "size 4096 -> 100, mtime 1700000000.000000000 -> 1700000060.250000000".
-std::string describe_change(const provenance::FileIdentity& pinned, const struct stat& now);
+using provenance::describe_change;  // the pin check (provenance/manifest.h)
 
 struct ChangedFile {
   uint32_t file = 0;

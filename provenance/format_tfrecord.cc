@@ -160,13 +160,10 @@ Result<int> TfrecordSamples::fd_of(uint32_t f) const {
 Status TfrecordSamples::unchanged(int fd, uint32_t f) const {
   struct stat st {};
   if (::fstat(fd, &st) != 0) return Status::from_errno(errno, "fstat " + l_.paths[f]);
-  const FileIdentity& pin = l_.pins[f];
-  const int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  if (static_cast<uint64_t>(st.st_size) != pin.size || mtime != pin.mtime_ns ||
-      static_cast<uint64_t>(st.st_ino) != pin.inode || static_cast<uint64_t>(st.st_dev) != pin.device)
-    return Status(EIO, l_.paths[f] + " changed since the dataset was opened (size, mtime or inode): its records "
-                                     "are not checked against another version; restart dlfsd to serve the new one");
-  return Status::ok();
+  const std::string what = describe_change(l_.pins[f], st);
+  if (what.empty()) return Status::ok();
+  return Status(EIO, l_.paths[f] + " changed since the dataset was opened (" + what +
+                         "): its records are not checked against another version; restart dlfsd to serve the new one");
 }
 
 // Flattens the files' records into sample order (logging unusable indexes

@@ -33,6 +33,8 @@
 
 #include "common/status.h"
 
+struct stat;
+
 namespace dlfs::provenance {
 
 class SampleTable;  // dataset_format.h
@@ -98,6 +100,11 @@ struct FileIdentity {
   uint64_t inode = 0;
   uint64_t device = 0;
 };
+
+// "" when `now` matches the pin, else what differs, e.g.
+// "size 4096 -> 100, mtime 1700000000.000000000 -> 1700000060.250000000"
+// (provenance/file_identity.cc).
+std::string describe_change(const FileIdentity& pinned, const struct stat& now);
 
 inline constexpr uint32_t kRootDir = 0;
 
