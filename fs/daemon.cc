@@ -209,6 +209,7 @@ nlohmann::json Daemon::snapshot(bool detailed) const {
   f.budget_bytes = budget_bytes_;
   nlohmann::json j = build_stats(f, datasets_, detailed);
   if (cluster_) j["cluster"] = cluster_->status();
+  if (detailed) j["fuse"] = {{"requests", fuse_context_.counters.to_json()}};
   return j;
 }
 

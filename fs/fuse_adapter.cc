@@ -14,6 +14,7 @@ namespace {
 constexpr uint32_t kMiB = 1u << 20;
 
 FuseContext& ctx(fuse_req_t req) { return *static_cast<FuseContext*>(fuse_req_userdata(req)); }
+void count(fuse_req_t req, FuseOp op) { ctx(req).counters.add(op); }
 
 struct stat to_stat(const Attr& a) {
   struct stat st {};
@@ -82,6 +83,7 @@ void op_init(void* userdata, fuse_conn_info* conn) {
 }
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  count(req, FuseOp::lookup);
   guarded(req, "lookup", [&] {
     auto a = ctx(req).ns->lookup(parent, name);
     if (!a) return reply_error(req, a.status(), "lookup");
@@ -92,16 +94,21 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 
 // FORGET has no reply; guarded() is for requests that need one.
 void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  count(req, FuseOp::forget);
   ctx(req).ns->forget(ino, nlookup);
   fuse_reply_none(req);
 }
 
-void op_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
-  for (size_t i = 0; i < count; ++i) ctx(req).ns->forget(forgets[i].ino, forgets[i].nlookup);
+void op_forget_multi(fuse_req_t req, size_t n, fuse_forget_data* forgets) {
+  for (size_t i = 0; i < n; ++i) {
+    count(req, FuseOp::forget);
+    ctx(req).ns->forget(forgets[i].ino, forgets[i].nlookup);
+  }
   fuse_reply_none(req);
 }
 
 void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  count(req, FuseOp::getattr);
   guarded(req, "getattr", [&] {
     auto a = ctx(req).ns->getattr(ino);
     if (!a) return reply_error(req, a.status(), "getattr");
@@ -111,6 +118,7 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
 }
 
 void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  count(req, FuseOp::opendir);
   guarded(req, "opendir", [&] {
     Status s = ctx(req).ns->opendir(ino);
     if (!s) return reply_error(req, s, "opendir");
@@ -144,18 +152,22 @@ void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plu
 }
 
 void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+  count(req, FuseOp::readdir);
   guarded(req, "readdir", [&] { do_readdir(req, ino, size, off, false); });
 }
 
 void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+  count(req, FuseOp::readdirplus);
   guarded(req, "readdirplus", [&] { do_readdir(req, ino, size, off, true); });
 }
 
-void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
+  count(req, FuseOp::releasedir); fuse_reply_err(req, 0); }
 
 // A view, an entry or generated text keeps its handle (an OpenFile) in
 // fi->fh until release; raw files need nothing per open (fh 0, read by inode).
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  count(req, FuseOp::open);
   guarded(req, "open", [&] {
     auto r = ctx(req).ns->open(ino, fi->flags);
     if (!r) return reply_error(req, r.status(), "open");
@@ -167,7 +179,15 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   });
 }
 
+// ENOSYS, as libfuse answers when there is no handler: the kernel then stops
+// sending FLUSH on this connection. Handled only to be counted.
+void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
+  count(req, FuseOp::flush);
+  fuse_reply_err(req, ENOSYS);
+}
+
 void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  count(req, FuseOp::release);
   delete reinterpret_cast<OpenFile*>(fi->fh);
   fuse_reply_err(req, 0);
 }
@@ -183,6 +203,7 @@ void reply_gather(fuse_req_t req, const cache::Gather& gather) {
 }
 
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  count(req, FuseOp::read);
   guarded(req, "read", [&] {
     // One Gather per worker thread: no allocation per request once warm.
     // Round buffers it points into stay pinned until the reply is sent.
@@ -201,6 +222,7 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
 }
 
 void op_statfs(fuse_req_t req, fuse_ino_t) {
+  count(req, FuseOp::statfs);
   guarded(req, "statfs", [&] {
     auto t = ctx(req).ns->totals();
     struct statvfs sv {};
@@ -222,6 +244,7 @@ void reply_xattr_value(fuse_req_t req, const std::string& value, size_t size) {
 }
 
 void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  count(req, FuseOp::getxattr);
   guarded(req, "getxattr", [&] {
     auto v = ctx(req).ns->getxattr(ino, name);
     if (!v) return static_cast<void>(fuse_reply_err(req, v.status().err()));
@@ -230,6 +253,7 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) 
 }
 
 void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  count(req, FuseOp::listxattr);
   guarded(req, "listxattr", [&] {
     auto names = ctx(req).ns->listxattr(ino);
     if (!names) return static_cast<void>(fuse_reply_err(req, names.status().err()));
@@ -241,7 +265,10 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 
 // Every write-like operation: EROFS (the mount is also "ro", so the kernel
 // usually refuses first; these are the belt to its braces).
-void erofs(fuse_req_t req) { fuse_reply_err(req, EROFS); }
+void erofs(fuse_req_t req) {
+  count(req, FuseOp::write);
+  fuse_reply_err(req, EROFS);
+}
 void op_setattr(fuse_req_t req, fuse_ino_t, struct stat*, int, fuse_file_info*) { erofs(req); }
 void op_mknod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { erofs(req); }
 void op_mkdir(fuse_req_t req, fuse_ino_t, const char*, mode_t) { erofs(req); }
@@ -266,6 +293,7 @@ fuse_lowlevel_ops make_ops() {
   ops.readdirplus = op_readdirplus;
   ops.releasedir = op_releasedir;
   ops.open = op_open;
+  ops.flush = op_flush;
   ops.release = op_release;
   ops.read = op_read;
   ops.statfs = op_statfs;

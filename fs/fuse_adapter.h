@@ -5,6 +5,7 @@
 
 #include <fuse_lowlevel.h>
 
+#include "fs/fuse_counters.h"
 #include "fs/namespace.h"
 
 namespace dlfs::fs {
@@ -18,6 +19,7 @@ struct FuseOptions {
 struct FuseContext {
   const Namespace* ns = nullptr;
   FuseOptions options;
+  FuseCounters counters;  // requests by kind, for stats
 };
 
 // The operation table; userdata must be a FuseContext*.

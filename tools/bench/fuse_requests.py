@@ -1,0 +1,133 @@
+#!/usr/bin/python3
+"""FUSE requests per sample read: how many round trips to the daemon (lookup,
+getattr, open, flush, release, read, ...) a reader's sample costs, for raw/
+and for epoch views, in a first (cold) and a second (warm) epoch.
+
+Counts come from the daemon's own request counters ("fuse" in `dlfs-ctl
+stats --json`, read over the control socket so that reading them costs no
+FUSE request), taken before and after each phase; every figure printed is
+a difference measured in this run, divided by the samples read.
+
+  raw, epoch 1   drop_caches, then every file of raw/ in a shuffled order,
+                 `with open(p, "rb") as f: f.read()` (a map-style Dataset's
+                 __getitem__)
+  raw, epoch 2   the same files again, another order, no drop_caches
+  view tar       the Python client streaming rank 0 of W=1 (dlfs.TarView:
+                 the .index, then the .tar), epoch 1 and a new epoch 2
+  view bin       `.bin` of rank 0 of W=1 read with 1 MiB reads, epoch 1 and
+                 a new epoch 2 (the dataset is mounted as format fixed with
+                 one record per file: same samples, same raw/, and a .bin)
+
+usage: fuse_requests.py [--build DIR] [--workdir DIR] [--count 2000] [--sizes 3K,110K] [--json FILE]
+"""
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from run_bench import Daemons, SRC, drop_caches, ensure_dataset, log, size_arg  # noqa: E402
+from views_bench import start_dlfs  # noqa: E402
+
+sys.path.insert(0, os.path.join(SRC, "python"))
+import dlfs  # noqa: E402
+
+SHOWN = ("lookup", "getattr", "open", "flush", "release", "read", "forget")
+
+
+def fuse_counts(ctl, sock):
+    out = subprocess.run([ctl, "--socket", sock, "--json", "stats"], check=True, capture_output=True, text=True)
+    fuse = json.loads(out.stdout).get("fuse")
+    if fuse is None:
+        sys.exit("fuse_requests.py: this dlfsd has no FUSE request counters in its stats (\"fuse\")")
+    return fuse["requests"]
+
+
+def read_raw(root, names, seed):
+    order = list(names)
+    random.Random(seed).shuffle(order)
+    for n in order:
+        with open(os.path.join(root, n), "rb") as f:
+            f.read()
+    return len(order)
+
+
+def read_tar_view(ds, epoch):
+    return sum(1 for _ in dlfs.TarView(ds, epoch, 0, 1).samples())
+
+
+def read_bin_view(ds, epoch, record):
+    path = os.path.join(ds, f"epochs/{epoch}/1/0.bin")
+    with open(path, "rb", buffering=0) as f:
+        while f.read(1 << 20):
+            pass
+    return os.path.getsize(path) // record
+
+
+def measure(a, daemons, dlfsd, ctl, size):
+    data = os.path.join(a.workdir, f"req-{a.count}x{size}")
+    ensure_dataset(data, a.count, size, 10)
+    tag = f"req-{size}"
+    # Format fixed with one record per file: the same samples as "files" (and
+    # the same raw/), plus the .bin view of fixed-size samples.
+    mnt = start_dlfs(daemons, dlfsd, a.workdir, tag, data, ["--format", "fixed", "--record-size", str(size)])
+    sock = os.path.join(a.workdir, f"views-{tag}.sock")
+    ds = os.path.join(mnt, "ds")
+    names = sorted(os.path.relpath(os.path.join(d, f), data) for d, _, fs in os.walk(data) for f in fs)
+    phases = [("raw, epoch 1", True, lambda: read_raw(os.path.join(ds, "raw"), names, 1)),
+              ("raw, epoch 2", False, lambda: read_raw(os.path.join(ds, "raw"), names, 2)),
+              ("view tar, epoch 1", True, lambda: read_tar_view(ds, 1)),
+              ("view tar, epoch 2", False, lambda: read_tar_view(ds, 2)),
+              ("view bin, epoch 1", True, lambda: read_bin_view(ds, 11, size)),
+              ("view bin, epoch 2", False, lambda: read_bin_view(ds, 12, size))]
+    rows = {}
+    for name, cold, run in phases:
+        if cold:
+            drop_caches()
+        before = fuse_counts(ctl, sock)
+        samples = run()
+        after = fuse_counts(ctl, sock)
+        rows[name] = {"samples": samples, **{k: (after.get(k, 0) - before.get(k, 0)) / samples for k in after}}
+        log(f"{size} B {name}: " + ", ".join(f"{k} {rows[name][k]:.3f}" for k in SHOWN))
+    daemons.stop_all()
+    return rows
+
+
+def report(res):
+    for size, rows in res.items():
+        print(f"\nFUSE requests per sample, {size} B samples:")
+        print(f"  {'':<20}" + "".join(f"{k:>9}" for k in SHOWN))
+        for name, r in rows.items():
+            print(f"  {name:<20}" + "".join(f"{r.get(k, 0):>9.3f}" for k in SHOWN))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(SRC, "build"))
+    ap.add_argument("--workdir", default="/tmp/dlfs-bench-full")
+    ap.add_argument("--count", type=int, default=2000, help="samples per dataset")
+    ap.add_argument("--sizes", default="3K,110K", help="sample sizes, comma-separated")
+    ap.add_argument("--json", help="write all results here")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("fuse_requests.py: needs root (FUSE mounts, drop_caches)")
+    dlfsd, ctl = os.path.join(a.build, "fs/dlfsd"), os.path.join(a.build, "tools/ctl/dlfs-ctl")
+    os.makedirs(a.workdir, exist_ok=True)
+    daemons = Daemons()
+    res = {}
+    try:
+        for s in a.sizes.split(","):
+            res[size_arg(s)] = measure(a, daemons, dlfsd, ctl, size_arg(s))
+    finally:
+        daemons.stop_all()
+    report(res)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
