@@ -209,7 +209,11 @@ nlohmann::json Daemon::snapshot(bool detailed) const {
   f.budget_bytes = budget_bytes_;
   nlohmann::json j = build_stats(f, datasets_, detailed);
   if (cluster_) j["cluster"] = cluster_->status();
-  if (detailed) j["fuse"] = {{"requests", fuse_context_.counters.to_json()}};
+  if (detailed)
+    j["fuse"] = {{"requests", fuse_context_.counters.to_json()},
+                 {"kernel_skips_open", fuse_context_.kernel_skips_open},
+                 {"kernel_skips_opendir", fuse_context_.kernel_skips_opendir},
+                 {"generated_files", namespace_ ? namespace_->generated_live() : 0}};
   return j;
 }
 

@@ -30,7 +30,7 @@ namespace dlfs::fs {
 // Request counters of one surface, raw/ or the epoch views (relaxed
 // atomics: figures for stats, not sync).
 struct ViewCounters {
-  std::atomic<uint64_t> opens{0};
+  std::atomic<uint64_t> lookups{0};  // names the kernel looked up (it caches them: not one per open)
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> bytes{0};
   cache::ReadCounters reads;  // where the SampleReader found the bytes

@@ -39,7 +39,8 @@ fuse_entry_param to_entry(const Attr& a, const FuseOptions& o) {
   e.generation = 1;
   e.attr = to_stat(a);
   e.attr_timeout = o.attr_timeout_s;
-  e.entry_timeout = o.entry_timeout_s;
+  // A generated file's name must be looked up again at the next open.
+  e.entry_timeout = a.fresh_each_lookup ? 0 : o.entry_timeout_s;
   return e;
 }
 
@@ -65,7 +66,15 @@ void guarded(fuse_req_t req, const char* op, F&& body) {
 }
 
 void op_init(void* userdata, fuse_conn_info* conn) {
-  (void)userdata;
+  auto& c = *static_cast<FuseContext*>(userdata);
+  // Nothing is kept per open (every file reads by inode, fs/namespace.h): a
+  // kernel that can do without OPEN/RELEASE and OPENDIR/RELEASEDIR is told
+  // so by the first ENOSYS answer (op_open, op_opendir) and stops sending
+  // them: a reader's open/read/close of a cached file costs no round trip.
+  // FLUSH goes the same way (op_flush). Both are capabilities only: there is
+  // nothing to ask for in `want`.
+  c.kernel_skips_open = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
+  c.kernel_skips_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
   // 1 MiB requests: the largest libfuse 3.14 allows.
   conn->max_read = kMiB;  // must match the max_read mount option
   conn->max_readahead = kMiB;
@@ -122,6 +131,9 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   guarded(req, "opendir", [&] {
     Status s = ctx(req).ns->opendir(ino);
     if (!s) return reply_error(req, s, "opendir");
+    // The kernel then opens every directory itself, with its listing cached
+    // (FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE): as below, without this request.
+    if (ctx(req).kernel_skips_opendir) return static_cast<void>(fuse_reply_err(req, ENOSYS));
     fi->cache_readdir = 1;  // listings never change
     fi->keep_cache = 1;
     fuse_reply_open(req, fi);
@@ -137,6 +149,10 @@ void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plu
     size_t need;
     if (plus) {
       auto e = to_entry(a, o);
+      if (a.lookup_only) {  // the name only: the kernel looks it up when used
+        e.ino = 0;
+        e.entry_timeout = e.attr_timeout = 0;
+      }
       need = fuse_add_direntry_plus(req, buf.data() + used, size - used, n.c_str(), &e, static_cast<off_t>(next));
     } else {
       auto st = to_stat(a);
@@ -164,18 +180,21 @@ void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
 void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
   count(req, FuseOp::releasedir); fuse_reply_err(req, 0); }
 
-// A view, an entry or generated text keeps its handle (an OpenFile) in
-// fi->fh until release; raw files need nothing per open (fh 0, read by inode).
+// Nothing to keep per open. Where the kernel can skip OPEN, the first one
+// is answered ENOSYS (after the checks: it is still a real open) and the
+// kernel sends no OPEN, FLUSH or RELEASE again; the open files then keep the
+// page cache, as below (immutable files, and generated ones have a number per
+// lookup).
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   count(req, FuseOp::open);
   guarded(req, "open", [&] {
-    auto r = ctx(req).ns->open(ino, fi->flags);
-    if (!r) return reply_error(req, r.status(), "open");
-    fi->keep_cache = r->keep_cache;
-    fi->direct_io = r->direct_io;
-    fi->fh = reinterpret_cast<uint64_t>(r->file.release());
-    if (fuse_reply_open(req, fi) == -ENOENT && fi->fh)  // interrupted open: nobody will release it
-      delete reinterpret_cast<OpenFile*>(fi->fh);
+    Status s = ctx(req).ns->open(ino, fi->flags);
+    if (!s) return reply_error(req, s, "open");
+    if (ctx(req).kernel_skips_open) return static_cast<void>(fuse_reply_err(req, ENOSYS));
+    fi->keep_cache = 1;
+    fi->noflush = 1;
+    fi->fh = 0;
+    fuse_reply_open(req, fi);
   });
 }
 
@@ -186,9 +205,8 @@ void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
   fuse_reply_err(req, ENOSYS);
 }
 
-void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
   count(req, FuseOp::release);
-  delete reinterpret_cast<OpenFile*>(fi->fh);
   fuse_reply_err(req, 0);
 }
 
@@ -202,15 +220,13 @@ void reply_gather(fuse_req_t req, const cache::Gather& gather) {
   else fuse_reply_iov(req, gather.iov(), gather.count());
 }
 
-void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
   count(req, FuseOp::read);
   guarded(req, "read", [&] {
     // One Gather per worker thread: no allocation per request once warm.
     // Round buffers it points into stay pinned until the reply is sent.
     thread_local cache::Gather gather;
-    const Namespace& ns = *ctx(req).ns;
-    Status s = fi->fh ? ns.read_view(*reinterpret_cast<OpenFile*>(fi->fh), static_cast<uint64_t>(off), size, gather)
-                      : ns.read_file(ino, static_cast<uint64_t>(off), size, gather);
+    Status s = ctx(req).ns->read(ino, static_cast<uint64_t>(off), size, gather);
     if (!s) {
       gather.release();
       spdlog::warn("read of inode {} at {} (+{}) by pid {}: {}", ino, off, size, fuse_req_ctx(req)->pid, s.message());

@@ -20,6 +20,9 @@ struct FuseContext {
   const Namespace* ns = nullptr;
   FuseOptions options;
   FuseCounters counters;  // requests by kind, for stats
+  // Set at init from the kernel's capabilities (fuse_adapter.cc, op_init).
+  bool kernel_skips_open = false;
+  bool kernel_skips_opendir = false;
 };
 
 // The operation table; userdata must be a FuseContext*.

@@ -8,6 +8,8 @@
 //   1                      the mount root
 //   2, 3                   /.dlfs and /.dlfs/stats
 //   (d+1)<<48 | kind<<40 | index     everything that belongs to dataset d
+//   1<<40 | n              generated files (fs/generated_files.h): a new
+//                          number each time such a name is looked up
 //
 // index is a manifest directory or file id (< 2^40), kind says which table;
 // for epoch views it packs the epoch, world size, view id or position. View
@@ -32,6 +34,7 @@ enum class NodeKind : uint8_t {
   world_dir = 8,     // /<dataset>/epochs/<e>/<W>      (index = e << 16 | W)
   view = 9,          // .../<W>/<r><extension>         (index = view id, fs/view_registry.h; format)
   view_entry = 10,   // .../<W>/<r>/<k>-<name>         (index = view id << 24 | k; format: the directory view's)
+  generated = 11,    // stats or an opportunistic stream, as of one lookup (index = its number)
 };
 
 inline constexpr uint8_t kViewKindBase = 16;   // kind byte of a view: 16 + format
@@ -53,12 +56,14 @@ inline constexpr uint64_t kControlDirIno = 2;
 inline constexpr uint64_t kStatsIno = 3;
 inline constexpr uint32_t kMaxDatasets = 0xffff;
 inline constexpr uint64_t kMaxIndex = (1ull << 40) - 1;
+inline constexpr uint64_t kGeneratedBase = 1ull << 40;  // no dataset: below (0+1) << 48
 
 inline uint64_t encode_ino(const NodeId& n) {
   switch (n.kind) {
     case NodeKind::root: return kRootIno;
     case NodeKind::control_dir: return kControlDirIno;
     case NodeKind::stats_file: return kStatsIno;
+    case NodeKind::generated: return kGeneratedBase + (n.index & kMaxIndex);
     default: {
       uint64_t kind = static_cast<uint64_t>(n.kind);
       if (n.kind == NodeKind::view) kind = kViewKindBase + n.format;
@@ -74,7 +79,10 @@ inline std::optional<NodeId> decode_ino(uint64_t ino) {
   if (ino == kControlDirIno) return NodeId{NodeKind::control_dir, 0, 0};
   if (ino == kStatsIno) return NodeId{NodeKind::stats_file, 0, 0};
   uint64_t ds = ino >> 48;
-  if (ds == 0) return std::nullopt;
+  if (ds == 0) {
+    if (ino < kGeneratedBase) return std::nullopt;
+    return NodeId{NodeKind::generated, 0, ino - kGeneratedBase};
+  }
   auto kind = static_cast<uint8_t>((ino >> 40) & 0xff);
   const auto dataset = static_cast<uint32_t>(ds - 1);
   const uint64_t index = ino & kMaxIndex;

@@ -59,16 +59,12 @@ Result<Attr> Namespace::attr_of(const NodeId& n) const {
       return dir_attr(ino, 0555, static_cast<uint32_t>(datasets_.size()) + 1, start_time_ns_);
     case NodeKind::control_dir:
       return dir_attr(ino, 0555, 0, start_time_ns_);
-    case NodeKind::stats_file: {
-      Attr a;
-      a.ino = ino;
-      a.mode = S_IFREG | 0444;
-      a.size = 0;  // generated at open, read with direct I/O
-      a.mtime_ns = start_time_ns_;
-      a.uid = uid_;
-      a.gid = gid_;
+    case NodeKind::stats_file: {  // the name in listings; each lookup generates the file
+      Attr a = file_attr(ino, 0, start_time_ns_);
+      a.fresh_each_lookup = a.lookup_only = true;
       return a;
     }
+    case NodeKind::generated: return generated_attr(n);
     default: break;
   }
   const Dataset* ds = dataset_of(n);
@@ -118,9 +114,12 @@ Result<Attr> Namespace::lookup(uint64_t parent, std::string_view name) const {
       for (size_t i = 0; i < datasets_.size(); ++i)
         if (datasets_[i]->name() == name) return attr_of({NodeKind::dataset_dir, static_cast<uint32_t>(i), 0});
       return not_found();
-    case NodeKind::control_dir:
-      if (name == kStatsName) return attr_of({NodeKind::stats_file, 0, 0});
-      return not_found();
+    case NodeKind::control_dir: {
+      if (name != kStatsName) return not_found();
+      auto text = std::make_shared<SnapshotFile>(stats_text_());
+      const uint64_t size = text->size();
+      return generate(std::move(text), size, nullptr);
+    }
     case NodeKind::dataset_dir:
       if (name == kRawName) return attr_of({NodeKind::raw_dir, p->dataset, provenance::kRootDir});
       if (name == kEpochsName) return attr_of({NodeKind::epochs_dir, p->dataset, 0});
@@ -129,7 +128,10 @@ Result<Attr> Namespace::lookup(uint64_t parent, std::string_view name) const {
       const Dataset* ds = dataset_of(*p);
       if (!ds || p->index >= ds->manifest().dir_count()) return not_found();
       auto dir = static_cast<uint32_t>(p->index);
-      if (auto f = ds->manifest().find_file(dir, name)) return attr_of({NodeKind::raw_file, p->dataset, *f});
+      if (auto f = ds->manifest().find_file(dir, name)) {
+        ds->raw_counters().lookups.fetch_add(1, std::memory_order_relaxed);
+        return attr_of({NodeKind::raw_file, p->dataset, *f});
+      }
       if (auto d = ds->manifest().find_subdir(dir, name)) return attr_of({NodeKind::raw_dir, p->dataset, *d});
       return not_found();
     }
@@ -207,37 +209,37 @@ Status Namespace::readdir(uint64_t ino, uint64_t offset, const DirFiller& add, b
   }
 }
 
-Result<OpenResult> Namespace::open(uint64_t ino, int flags) const {
+Status Namespace::open(uint64_t ino, int flags) const {
   if ((flags & O_ACCMODE) != O_RDONLY || (flags & (O_TRUNC | O_CREAT | O_APPEND)))
     return Status(EROFS, "read-only file system");
+  auto a = getattr(ino);
+  if (!a) return a.status();
+  if (S_ISDIR(a->mode)) return Status(EISDIR, "is a directory");
+  return Status::ok();
+}
+
+Status Namespace::read(uint64_t ino, uint64_t offset, uint64_t size, cache::Gather& out) const {
+  out.reset(size);
   auto n = decode_ino(ino);
   if (!n) return not_found();
-  OpenResult r;
   switch (n->kind) {
-    case NodeKind::stats_file:
-      r.direct_io = true;
-      r.file = std::make_unique<SnapshotFile>(stats_text_());
-      return r;
-    case NodeKind::raw_file: {
-      const Dataset* ds = dataset_of(*n);
-      if (!ds || n->index >= ds->manifest().file_count()) return not_found();
-      ds->raw_counters().opens.fetch_add(1, std::memory_order_relaxed);
-      r.keep_cache = true;  // immutable: the page cache stays valid across opens
-      return r;
+    case NodeKind::raw_file: return read_raw(*n, offset, size, out);
+    case NodeKind::view:
+    case NodeKind::view_entry: return read_view(*n, offset, size, out);
+    case NodeKind::generated: return read_generated(*n, offset, size, out);
+    default: {
+      auto a = attr_of(*n);
+      if (!a) return a.status();
+      return Status(S_ISDIR(a->mode) ? EISDIR : EINVAL, S_ISDIR(a->mode) ? "is a directory" : "not readable");
     }
-    default:
-      return view_open(*n);
   }
 }
 
-Status Namespace::read_file(uint64_t ino, uint64_t offset, uint64_t size, cache::Gather& out) const {
-  out.reset(size);
-  auto n = decode_ino(ino);
-  if (!n || n->kind != NodeKind::raw_file) return Status(EINVAL, "not a raw file");
-  const Dataset* ds = dataset_of(*n);
-  if (!ds || n->index >= ds->manifest().file_count()) return not_found();
+Status Namespace::read_raw(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const {
+  const Dataset* ds = dataset_of(n);
+  if (!ds || n.index >= ds->manifest().file_count()) return not_found();
   const auto& m = ds->manifest();
-  auto f = static_cast<uint32_t>(n->index);
+  auto f = static_cast<uint32_t>(n.index);
   uint64_t fsize = m.file_size(f);
   if (offset >= fsize || size == 0) return Status::ok();
   uint64_t len = std::min(size, fsize - offset);
@@ -247,6 +249,33 @@ Status Namespace::read_file(uint64_t ino, uint64_t offset, uint64_t size, cache:
   c.requests.fetch_add(1, std::memory_order_relaxed);
   c.bytes.fetch_add(len, std::memory_order_relaxed);
   return Status::ok();
+}
+
+Result<Attr> Namespace::generate(std::shared_ptr<OpenFile> content, uint64_t size,
+                                 std::shared_ptr<const EpochView> view) const {
+  const uint64_t number = generated_.add({std::move(content), size, std::move(view)});
+  return generated_attr({NodeKind::generated, 0, number});
+}
+
+Result<Attr> Namespace::generated_attr(const NodeId& n) const {
+  DLFS_ASSIGN_OR_RETURN(const GeneratedFiles::File f, generated_.get(n.index));
+  const Dataset* ds = f.content->dataset();
+  Attr a = file_attr(encode_ino(n), f.size, ds ? ds->root_mtime_ns() : start_time_ns_);
+  a.fresh_each_lookup = a.lookup_only = true;
+  return a;
+}
+
+Status Namespace::read_generated(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const {
+  DLFS_ASSIGN_OR_RETURN(const GeneratedFiles::File f, generated_.get(n.index));
+  const uint64_t begin = out.bytes();
+  Status s = f.content->read(offset, size, out);
+  const Dataset* ds = f.content->dataset();
+  if (!ds) return s;
+  if (!s) return s.with_context("dataset '" + ds->name() + "'");
+  auto& c = ds->view_counters();
+  c.requests.fetch_add(1, std::memory_order_relaxed);
+  c.bytes.fetch_add(out.bytes() - begin, std::memory_order_relaxed);
+  return s;
 }
 
 FsTotals Namespace::totals() const {

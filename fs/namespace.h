@@ -1,7 +1,7 @@
 // Namespace: the file system's logic, without FUSE.
 //
 //   /                         datasets and .dlfs
-//   /.dlfs/stats              JSON snapshot (generated at open)
+//   /.dlfs/stats              JSON snapshot (generated at each lookup)
 //   /<dataset>/raw/...        the backend tree, read-only, served from memory
 //   /<dataset>/epochs/<e>/<W>/<r>.{tar,bin,index} and <r>/   epoch views
 //                             (namespace_views.cc, docs/views.md)
@@ -26,6 +26,7 @@
 #include "cache/gather.h"
 #include "common/status.h"
 #include "fs/dataset.h"
+#include "fs/generated_files.h"
 #include "fs/inode.h"
 #include "fs/view_format.h"
 
@@ -38,6 +39,12 @@ struct Attr {
   uint64_t size = 0;
   int64_t mtime_ns = 0;
   uint32_t uid = 0, gid = 0;
+  // A generated file (fs/generated_files.h): its name's entry expires at once,
+  // so that every open looks it up and gets fresh content.
+  bool fresh_each_lookup = false;
+  // Listings give the name but not this inode (a readdirplus entry without
+  // one): its attributes cost work (.index) or are made per lookup.
+  bool lookup_only = false;
 };
 
 struct FsTotals {
@@ -65,13 +72,14 @@ class Namespace {
   // view numbers it no longer holds may be recycled (fs/view_registry.h).
   void forget(uint64_t ino, uint64_t nlookup) const;
   Status opendir(uint64_t ino) const;
-  // flags as in open(2): anything but O_RDONLY access is EROFS. A raw file
-  // gets no handle (OpenResult::file null): it is read by inode.
-  Result<OpenResult> open(uint64_t ino, int flags) const;
-  // Starts `out` and gathers up to `size` bytes at `offset` of a raw file (short at EOF).
-  Status read_file(uint64_t ino, uint64_t offset, uint64_t size, cache::Gather& out) const;
-  // Starts `out` and reads an open file's handle (a view, an entry, generated text).
-  Status read_view(OpenFile& file, uint64_t offset, uint64_t size, cache::Gather& out) const;
+  // Whether `ino` may be opened with `flags` (as in open(2): anything but
+  // O_RDONLY access is EROFS; a directory is EISDIR). Nothing is kept per
+  // open: every file reads by inode (the kernel need not send OPEN at all).
+  Status open(uint64_t ino, int flags) const;
+  // Starts `out` and gathers up to `size` bytes at `offset` of any file (short at EOF).
+  Status read(uint64_t ino, uint64_t offset, uint64_t size, cache::Gather& out) const;
+  // Generated files alive (fs/generated_files.h), for stats.
+  size_t generated_live() const { return generated_.live(); }
   FsTotals totals() const;
   // Extended attributes: the epoch views describe their plan (docs/views.md).
   Result<std::string> getxattr(uint64_t ino, const std::string& name) const;
@@ -91,10 +99,15 @@ class Namespace {
   Status view_readdir(const NodeId& n, uint64_t child, const Emit& emit, bool kernel_keeps_entries) const;
   Status world_readdir(const Dataset& ds, const NodeId& n, uint64_t child, const Emit& emit,
                        bool kernel_keeps_entries) const;
-  Result<OpenResult> view_open(const NodeId& n) const;
+  Status read_raw(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const;
+  Status read_view(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const;
+  Status read_generated(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const;
+  Result<Attr> generate(std::shared_ptr<OpenFile> content, uint64_t size, std::shared_ptr<const EpochView> view) const;
+  Result<Attr> generated_attr(const NodeId& n) const;
   Result<std::shared_ptr<const EpochView>> view_of(const NodeId& n) const;
 
   const std::vector<std::unique_ptr<Dataset>>& datasets_;
+  mutable GeneratedFiles generated_;
   std::function<std::string()> stats_text_;
   int64_t start_time_ns_;
   uint32_t uid_, gid_;

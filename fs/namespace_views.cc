@@ -41,7 +41,11 @@ NodeId view_node(uint32_t dataset, size_t format, uint64_t id) {
 
 void Namespace::forget(uint64_t ino, uint64_t nlookup) const {
   auto n = decode_ino(ino);
-  if (!n || n->kind != NodeKind::view) return;  // only view inodes pin anything
+  if (!n) return;
+  // A generated file lives as long as the kernel keeps its inode: the kernel
+  // forgets an inode once, with every lookup it counted.
+  if (n->kind == NodeKind::generated) return generated_.forget(n->index);
+  if (n->kind != NodeKind::view) return;  // only view inodes pin anything else
   if (const Dataset* ds = dataset_of(*n)) ds->views().release(static_cast<uint32_t>(n->index), nlookup);
 }
 
@@ -67,7 +71,9 @@ Result<Attr> Namespace::view_attr(const NodeId& n) const {
       if (f.is_directory()) return dir_attr(ino, 0555, 0, mtime);
       auto v = view_of(n);
       if (!v) return v.status();
-      return file_attr(ino, f.size(**v), mtime);
+      Attr a = file_attr(ino, f.size(**v), mtime);
+      a.lookup_only = f.size_costs_work();
+      return a;
     }
     case NodeKind::view_entry: {
       auto v = view_of(n);
@@ -103,6 +109,16 @@ Result<Attr> Namespace::view_lookup(const NodeId& p, std::string_view name) cons
       if (!format || !view_formats()[*format]->applies_to(*ds)) return not_found();
       auto id = ds->views().id_of({static_cast<uint32_t>(epoch), static_cast<uint32_t>(w), static_cast<uint32_t>(*r)});
       if (!id) return id.status();
+      const ViewFormat& f = *view_formats()[*format];
+      if (!f.is_directory()) ds->view_counters().lookups.fetch_add(1, std::memory_order_relaxed);
+      if (f.per_lookup(*ds)) {  // a new stream for this lookup, not an inode naming the view
+        auto v = ds->views().get(*ds, *id);
+        ds->views().release(*id);
+        if (!v) return v.status();
+        DLFS_ASSIGN_OR_RETURN(std::unique_ptr<OpenFile> stream, f.open(*v));
+        const uint64_t size = f.size(**v);
+        return generate(std::move(stream), size, *v);
+      }
       auto a = view_attr(view_node(p.dataset, *format, *id));
       if (!a) ds->views().release(*id);  // the kernel gets no inode: it will never forget this pin
       return a;
@@ -113,6 +129,7 @@ Result<Attr> Namespace::view_lookup(const NodeId& p, std::string_view name) cons
       if (!v) return v.status();
       auto k = format_of(p).find_entry(**v, name);
       if (!k || *k > kMaxEntryPosition) return not_found();
+      ds->view_counters().lookups.fetch_add(1, std::memory_order_relaxed);
       return view_attr({NodeKind::view_entry, p.dataset, entry_index(p.index, *k), p.format});
     }
     default: return Status(ENOTDIR, "not a directory");
@@ -160,32 +177,37 @@ Status Namespace::world_readdir(const Dataset& ds, const NodeId& n, uint64_t chi
     const size_t f = formats[c % formats.size()];
     auto id = ds.views().id_of({static_cast<uint32_t>(epoch), static_cast<uint32_t>(w), static_cast<uint32_t>(r)});
     if (!id) return id.status();
-    const std::string name = std::to_string(r) + std::string(view_formats()[f]->extension());
-    const bool added = emit(name, view_attr(view_node(n.dataset, f, *id)));
+    const ViewFormat& format = *view_formats()[f];
+    const std::string name = std::to_string(r) + std::string(format.extension());
+    Result<Attr> a = Status::ok();
+    if (format.per_lookup(ds) || format.size_costs_work()) {
+      // Listed by name only: the size is made (or costs work) at lookup.
+      Attr only = file_attr(encode_ino(view_node(n.dataset, f, *id)), 0, ds.root_mtime_ns());
+      only.lookup_only = true;
+      a = only;
+    } else {
+      a = view_attr(view_node(n.dataset, f, *id));
+    }
+    const bool added = emit(name, a);
     // Only an entry of a readdirplus reply is an inode the kernel keeps (and forgets).
-    if (!(added && kernel_keeps_entries)) ds.views().release(*id);
+    if (!(added && kernel_keeps_entries && a && !a->lookup_only)) ds.views().release(*id);
     if (!added) break;
   }
   return Status::ok();
 }
 
-Result<OpenResult> Namespace::view_open(const NodeId& n) const {
-  if (n.kind != NodeKind::view && n.kind != NodeKind::view_entry) return Status(EISDIR, "is a directory");
-  auto v = view_of(n);
-  if (!v) return v.status();
+Status Namespace::read_view(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const {
+  const Dataset* ds = dataset_of(n);
+  if (!ds || !format_known(n)) return not_found();
   const ViewFormat& f = format_of(n);
   if (n.kind == NodeKind::view && f.is_directory()) return Status(EISDIR, "is a directory");
-  auto r = n.kind == NodeKind::view ? f.open(*v) : f.open_entry(*v, entry_position(n.index));
-  if (r) dataset_of(n)->view_counters().opens.fetch_add(1, std::memory_order_relaxed);
-  return r;
-}
-
-Status Namespace::read_view(OpenFile& file, uint64_t offset, uint64_t size, cache::Gather& out) const {
-  out.reset(size);
-  Status s = file.read(offset, size, out);
-  const Dataset* ds = file.dataset();
-  if (!ds) return s;
+  const uint64_t id = n.kind == NodeKind::view_entry ? entry_view(n.index) : n.index;
+  auto stream = ds->views().stream(*ds, static_cast<uint32_t>(id));
+  if (!stream) return stream.status();
+  Status s = n.kind == NodeKind::view ? f.read(*stream, offset, size, out)
+                                      : f.read_entry(*stream, entry_position(n.index), offset, size, out);
   if (!s) return s.with_context("dataset '" + ds->name() + "'");
+  if (f.size_costs_work()) return s;  // the .index: text about the view, not view traffic
   auto& c = ds->view_counters();
   c.requests.fetch_add(1, std::memory_order_relaxed);
   c.bytes.fetch_add(out.bytes(), std::memory_order_relaxed);
@@ -195,10 +217,15 @@ Status Namespace::read_view(OpenFile& file, uint64_t offset, uint64_t size, cach
 Result<std::string> Namespace::getxattr(uint64_t ino, const std::string& name) const {
   auto n = decode_ino(ino);
   if (!n) return not_found();
-  if (n->kind != NodeKind::view) return Status(ENODATA, "no such attribute");
-  auto v = view_of(*n);
-  if (!v) return v.status();
-  std::string value = (*v)->xattr(name);
+  std::shared_ptr<const EpochView> view;
+  if (n->kind == NodeKind::generated) {  // an opportunistic stream describes its view
+    DLFS_ASSIGN_OR_RETURN(const GeneratedFiles::File f, generated_.get(n->index));
+    view = f.view;
+  } else if (n->kind == NodeKind::view) {
+    DLFS_ASSIGN_OR_RETURN(view, view_of(*n));
+  }
+  if (!view) return Status(ENODATA, "no such attribute");
+  std::string value = view->xattr(name);
   if (value.empty()) return Status(ENODATA, "no such attribute");
   return value;
 }
@@ -206,6 +233,10 @@ Result<std::string> Namespace::getxattr(uint64_t ino, const std::string& name) c
 Result<std::vector<std::string>> Namespace::listxattr(uint64_t ino) const {
   auto n = decode_ino(ino);
   if (!n) return not_found();
+  if (n->kind == NodeKind::generated) {
+    DLFS_ASSIGN_OR_RETURN(const GeneratedFiles::File f, generated_.get(n->index));
+    if (f.view) return EpochView::xattr_names();
+  }
   if (n->kind != NodeKind::view) return std::vector<std::string>{};
   return EpochView::xattr_names();
 }

@@ -54,7 +54,13 @@ Status OpportunisticStream::read(uint64_t offset, uint64_t size, cache::Gather& 
   std::lock_guard lk(mu_);
   advance_ring(*view_, ring_.get(), low_);  // prefetch from the earliest sample still owed
   decide_through(offset + size);
-  return layout_->read(*view_, offset, size, out, ring_.get(), &order_);
+  Status s = layout_->read(*view_, offset, size, out, ring_.get(), &order_);
+  // Read to its end: the ring's slots (megabytes) go now, not when the kernel
+  // forgets this stream's inode, which may be much later (fs/generated_files.h).
+  // Every position is decided, so ready_ (which looks at the ring) is not
+  // called again; the bytes gathered from the ring were copied out of it.
+  if (ring_ && order_.planned.size() == view_->count() && offset + size >= layout_->size()) ring_.reset();
+  return s;
 }
 
 std::vector<uint64_t> OpportunisticStream::served() const {

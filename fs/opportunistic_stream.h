@@ -1,13 +1,14 @@
-// OpportunisticStream: one open .tar stream in `opportunistic` order mode
+// OpportunisticStream: one .tar stream in `opportunistic` order mode
 // (DeepIO-Opp): within a window of the next `window` planned samples, the
 // stream yields whichever is ready first (in memory, or already fetched into
 // the stream's read-ahead ring) instead of waiting for the next planned one.
 // Every sample of the view is still served exactly once.
 //
 // The served order is decided lazily as the stream is read and then fixed for
-// this open file, so re-reads of a range return the same bytes; a member's
-// name tells which sample it is. Another open of the same view may order it
-// differently, so these streams bypass the page cache (direct I/O).
+// this stream, so re-reads of a range return the same bytes (the kernel may
+// read ahead, out of order, and cache pages); a member's name tells which
+// sample it is. Each lookup of the view's name makes a new stream under a new
+// inode number (fs/generated_files.h), and another may order it differently.
 //
 // Thread safety: reads of one stream are serialised by its mutex.
 #pragma once

@@ -82,11 +82,11 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed) {
                    {"bytes_from_memory", mem},
                    {"bytes_from_backend", back}};
     j["views"] = {{"raw",
-                   {{"opens", rc.opens.load(std::memory_order_relaxed)},
+                   {{"lookups", rc.lookups.load(std::memory_order_relaxed)},
                     {"requests", requests},
                     {"bytes", rc.bytes.load(std::memory_order_relaxed)}}}};
     const auto& vc = d.view_counters();
-    j["views"]["epochs"] = {{"opens", vc.opens.load(std::memory_order_relaxed)},
+    j["views"]["epochs"] = {{"lookups", vc.lookups.load(std::memory_order_relaxed)},
                             {"requests", vc.requests.load(std::memory_order_relaxed)},
                             {"bytes", vc.bytes.load(std::memory_order_relaxed)},
                             {"readahead_hits", vc.reads.ring_hits.load(std::memory_order_relaxed)},

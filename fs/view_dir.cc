@@ -38,21 +38,6 @@ std::string within_name_max(std::string name) {
   return name;
 }
 
-class EntryFile final : public OpenFile {
- public:
-  EntryFile(std::shared_ptr<const EpochView> view, uint64_t k) : view_(std::move(view)), k_(k) {}
-  Status read(uint64_t offset, uint64_t size, cache::Gather& out) override {
-    const uint64_t len = view_->sample_length(k_);
-    if (offset >= len) return Status::ok();
-    return view_->read_sample(k_, offset, std::min(size, len - offset), out, nullptr);
-  }
-  const Dataset* dataset() const override { return &view_->dataset(); }
-
- private:
-  std::shared_ptr<const EpochView> view_;
-  const uint64_t k_;
-};
-
 class DirView final : public ViewFormat {
  public:
   std::string_view extension() const override { return ""; }
@@ -77,12 +62,14 @@ class DirView final : public ViewFormat {
     return k;
   }
   uint64_t entry_size(const EpochView& v, uint64_t k) const override { return v.sample_length(k); }
-  Result<OpenResult> open_entry(const std::shared_ptr<const EpochView>& view, uint64_t k) const override {
-    if (k >= view->count()) return Status(ENOENT, "no such entry");
-    OpenResult r;
-    r.keep_cache = true;
-    r.file = std::make_unique<EntryFile>(view, k);
-    return r;
+  // An entry is one sample's bytes, read without the view's ring (entries
+  // are opened in any order).
+  Status read_entry(const ViewStream& s, uint64_t k, uint64_t offset, uint64_t size,
+                    cache::Gather& out) const override {
+    if (k >= s.view->count()) return Status(ENOENT, "no such entry");
+    const uint64_t len = s.view->sample_length(k);
+    if (offset >= len) return Status::ok();
+    return s.view->read_sample(k, offset, std::min(size, len - offset), out, nullptr);
   }
 };
 

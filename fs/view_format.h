@@ -1,12 +1,11 @@
 // ViewFormat: one kind of epoch view file under <dataset>/epochs/<e>/<W>/,
 // named "<r><extension>" (".tar", ".bin", ".index", or "" for the directory
 // view <r>/). A format owns its extension, whether a dataset has it, its size
-// and how an open file of it reads (docs/views.md). The per-open handle is an
-// OpenFile with its own read().
+// and how it reads (docs/views.md), by inode: there is no per-open handle.
 //
 // Formats are registered in fs/view_formats.cc, one line each; listings show
 // them in registration order. Adding a view format: one new file
-// (view_<name>.cc: a ViewFormat and its OpenFile), its name in
+// (view_<name>.cc: a ViewFormat), its name in
 // fs/meson.build, and one line in view_formats.cc (docs/architecture.md,
 // "Adding a view format").
 #pragma once
@@ -26,8 +25,8 @@ namespace dlfs::fs {
 
 class Dataset;
 
-// An open file: generated text, a view stream, a directory entry.
-// read() may be called concurrently for one handle (the kernel issues
+// A generated file's content (fs/generated_files.h): stats text, an
+// opportunistic stream. read() may be called concurrently (the kernel issues
 // parallel reads); implementations serialise what they must.
 class OpenFile {
  public:
@@ -38,23 +37,25 @@ class OpenFile {
   virtual const Dataset* dataset() const { return nullptr; }
 };
 
-// Generated content fixed at open (stats, .index): read with direct I/O.
+// Text fixed when it was generated (stats).
 class SnapshotFile final : public OpenFile {
  public:
   SnapshotFile(std::string text, const Dataset* ds = nullptr) : text_(std::move(text)), ds_(ds) {}
   Status read(uint64_t offset, uint64_t size, cache::Gather& out) override;
   const Dataset* dataset() const override { return ds_; }
+  uint64_t size() const { return text_.size(); }
 
  private:
   const std::string text_;
   const Dataset* ds_;
 };
 
-// How the kernel should treat an open file, and the handle that reads it.
-struct OpenResult {
-  bool keep_cache = false;  // immutable data: keep the page cache across opens
-  bool direct_io = false;   // generated content: bypass the page cache
-  std::unique_ptr<OpenFile> file;  // null: a raw file (read by inode, nothing kept per open)
+// What every read of one view shares: the view and its read-ahead ring (null
+// when the plan turns read-ahead off). Kept per view by the ViewRegistry, so
+// reads need nothing per open: the kernel sends no OPEN (fs/fuse_adapter.cc).
+struct ViewStream {
+  std::shared_ptr<const EpochView> view;
+  std::shared_ptr<cache::ReadRing> ring;
 };
 
 class ViewFormat {
@@ -64,16 +65,25 @@ class ViewFormat {
   virtual bool is_directory() const { return false; }
   // Whether datasets like this one have the view (.bin: fixed-size samples only).
   virtual bool applies_to(const Dataset& /*ds*/) const { return true; }
-  // File views.
-  virtual uint64_t size(const EpochView& /*view*/) const { return 0; }  // 0: generated at open
-  virtual Result<OpenResult> open(const std::shared_ptr<const EpochView>& view) const;
+  // File views: the size, and the bytes, a pure function of the view.
+  virtual uint64_t size(const EpochView& /*view*/) const { return 0; }
+  // Whether size() costs more than a lookup should (.index: the whole text):
+  // listings then give the name without attributes, and the kernel looks it up.
+  virtual bool size_costs_work() const { return false; }
+  virtual Status read(const ViewStream& s, uint64_t offset, uint64_t size, cache::Gather& out) const;
+  // Formats whose bytes differ from one reader to the next (an opportunistic
+  // stream orders what is ready first): each lookup makes a new generated
+  // file (fs/generated_files.h) from open(); read() is not used.
+  virtual bool per_lookup(const Dataset& /*ds*/) const { return false; }
+  virtual Result<std::unique_ptr<OpenFile>> open(const std::shared_ptr<const EpochView>& view) const;
   // Directory views: entries 0..count()-1 are files.
   virtual std::string entry_name(const EpochView& /*view*/, uint64_t /*k*/) const { return {}; }
   virtual std::optional<uint64_t> find_entry(const EpochView& /*view*/, std::string_view /*name*/) const {
     return std::nullopt;
   }
   virtual uint64_t entry_size(const EpochView& /*view*/, uint64_t /*k*/) const { return 0; }
-  virtual Result<OpenResult> open_entry(const std::shared_ptr<const EpochView>& view, uint64_t k) const;
+  virtual Status read_entry(const ViewStream& s, uint64_t k, uint64_t offset, uint64_t size,
+                            cache::Gather& out) const;
 };
 
 // Every registered format, in listing order; at most kMaxViewFormats.

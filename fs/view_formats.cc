@@ -33,11 +33,15 @@ std::optional<size_t> view_format_index(std::string_view extension) {
   return std::nullopt;
 }
 
-Result<OpenResult> ViewFormat::open(const std::shared_ptr<const EpochView>&) const {
+Status ViewFormat::read(const ViewStream&, uint64_t, uint64_t, cache::Gather&) const {
   return Status(EISDIR, "is a directory");
 }
 
-Result<OpenResult> ViewFormat::open_entry(const std::shared_ptr<const EpochView>&, uint64_t) const {
+Result<std::unique_ptr<OpenFile>> ViewFormat::open(const std::shared_ptr<const EpochView>&) const {
+  return Status(EINVAL, "this view format has no per-lookup streams");
+}
+
+Status ViewFormat::read_entry(const ViewStream&, uint64_t, uint64_t, uint64_t, cache::Gather&) const {
   return Status(ENOENT, "no such entry");
 }
 

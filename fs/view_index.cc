@@ -1,6 +1,7 @@
-// The .index view: what rank r's stream holds, as text generated at open
-// (direct I/O): a header line with the plan, then one line per position:
-// k, sample id, offset of its data in the .tar view, length, member name.
+// The .index view: what rank r's stream holds, as text: a header line with
+// the plan, then one line per position: k, sample id, offset of its data in
+// the .tar view, length, member name. A pure function of the view, built on
+// first use and kept with it (a layout slot), like the tar member offsets.
 #include "fs/dataset.h"
 #include "fs/view_format.h"
 #include "fs/view_tar.h"
@@ -52,14 +53,31 @@ std::string index_text(const EpochView& v) {
   return t;
 }
 
+struct IndexText final : ViewLayout {
+  std::string text;
+  static std::shared_ptr<const IndexText> of(const EpochView& view) {
+    static const size_t slot = *view_format_index(".index");
+    return view.layout<IndexText>(slot, [](const EpochView& v) {
+      auto l = std::make_shared<IndexText>();
+      l->text = index_text(v);
+      return l;
+    });
+  }
+};
+
 class IndexView final : public ViewFormat {
  public:
   std::string_view extension() const override { return ".index"; }
-  Result<OpenResult> open(const std::shared_ptr<const EpochView>& view) const override {
-    OpenResult r;
-    r.direct_io = true;
-    r.file = std::make_unique<SnapshotFile>(index_text(*view));  // not counted as view traffic, as before
-    return r;
+  uint64_t size(const EpochView& view) const override { return IndexText::of(view)->text.size(); }
+  bool size_costs_work() const override { return true; }  // O(samples): not for every listing
+  Status read(const ViewStream& s, uint64_t offset, uint64_t size, cache::Gather& out) const override {
+    const auto index = IndexText::of(*s.view);
+    const std::string& t = index->text;
+    if (offset >= t.size()) return Status::ok();
+    // Copied: the text lives with the view, which another thread may evict
+    // from the registry's cache before the reply is sent.
+    out.add_copy(t.data() + offset, std::min<uint64_t>(size, t.size() - offset));
+    return Status::ok();
   }
 };
 

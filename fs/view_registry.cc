@@ -1,5 +1,7 @@
 #include "fs/view_registry.h"
 
+#include "fs/view_stream.h"
+
 namespace dlfs::fs {
 namespace {
 std::tuple<uint32_t, uint32_t, uint32_t> tuple_of(const ViewKey& k) {
@@ -24,7 +26,7 @@ Result<uint32_t> ViewRegistry::id_of(const ViewKey& key) {
                                 " distinct epoch views of this dataset at once; none can be recycled until it forgets some");
     id = *free;
     ids_.erase(tuple_of(slots_[id].key));
-    cache_.remove_if([id](const auto& entry) { return entry.first == id; });
+    cache_.remove_if([id](const Cached& entry) { return entry.id == id; });
     slots_[id] = {key, 0};
     ++recycled_;
   }
@@ -71,9 +73,9 @@ std::optional<ViewKey> ViewRegistry::key_of(uint32_t id) const {
 Result<std::shared_ptr<const EpochView>> ViewRegistry::get(const Dataset& ds, uint32_t id) {
   std::unique_lock lk(mu_);
   for (auto it = cache_.begin(); it != cache_.end(); ++it)
-    if (it->first == id) {
-      cache_.splice(cache_.begin(), cache_, it);
-      return cache_.front().second;
+    if (it->id == id) {
+      if (it != cache_.begin()) cache_.splice(cache_.begin(), cache_, it);
+      return cache_.front().view;
     }
   if (id >= slots_.size()) return Status(ENOENT, "no such epoch view");
   ViewKey key = slots_[id].key;
@@ -85,10 +87,26 @@ Result<std::shared_ptr<const EpochView>> ViewRegistry::get(const Dataset& ds, ui
   // the caller still gets the view it asked for, but it is not cached under
   // an id that now names another.
   if (id < slots_.size() && slots_[id].key == key) {
-    cache_.emplace_front(id, *built);
+    cache_.push_front({id, *built, nullptr, false});
     if (cache_.size() > kCached) cache_.pop_back();
   }
   return *built;
+}
+
+Result<ViewStream> ViewRegistry::stream(const Dataset& ds, uint32_t id) {
+  DLFS_ASSIGN_OR_RETURN(auto view, get(ds, id));
+  std::lock_guard lk(mu_);
+  for (Cached& c : cache_) {
+    if (c.id != id || c.view != view) continue;
+    if (!c.ring_made) {
+      c.ring = make_read_ring(view);
+      c.ring_made = true;
+    }
+    return ViewStream{view, c.ring};
+  }
+  // Not cached (its id was recycled while it was built, or it was evicted
+  // already): served without read-ahead rather than with a ring per request.
+  return ViewStream{view, nullptr};
 }
 
 }  // namespace dlfs::fs

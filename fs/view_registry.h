@@ -1,7 +1,8 @@
 // ViewRegistry: small numbers for the epoch views looked up so far, so that
 // a view (epoch, W, rank) fits in an inode number, and a cache of the views
 // used most recently (a view keeps its formats' layouts, e.g. the tar member
-// offsets, which cost O(samples in the view) to build).
+// offsets, which cost O(samples in the view) to build, and the read-ahead
+// ring its streams share).
 //
 // An id is pinned while the kernel may still name its inode: id_of() pins
 // once, and the caller either hands the inode to the kernel (a lookup reply,
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "fs/epoch_view.h"
+#include "fs/view_format.h"
 
 namespace dlfs::fs {
 
@@ -35,6 +37,9 @@ class ViewRegistry {
   void release(uint32_t id, uint64_t count = 1);
   std::optional<ViewKey> key_of(uint32_t id) const;
   Result<std::shared_ptr<const EpochView>> get(const Dataset& ds, uint32_t id);
+  // The view and its read-ahead ring, made on first use and shared by every
+  // reader of the view's files until the view leaves the cache.
+  Result<ViewStream> stream(const Dataset& ds, uint32_t id);
   uint64_t pins(uint32_t id) const;
   struct Usage {
     uint64_t ids = 0;       // handed out (at most kMaxViews)
@@ -54,7 +59,13 @@ class ViewRegistry {
   mutable std::mutex mu_;
   std::vector<Slot> slots_;
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t> ids_;
-  std::list<std::pair<uint32_t, std::shared_ptr<const EpochView>>> cache_;  // most recent first
+  struct Cached {
+    uint32_t id;
+    std::shared_ptr<const EpochView> view;
+    std::shared_ptr<cache::ReadRing> ring;  // null until a stream is read
+    bool ring_made = false;
+  };
+  std::list<Cached> cache_;  // most recent first
   uint32_t next_victim_ = 0;  // where the search for an unpinned id resumes
   uint64_t recycled_ = 0;
 };

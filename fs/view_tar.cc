@@ -86,38 +86,17 @@ class TarView final : public ViewFormat {
  public:
   std::string_view extension() const override { return ".tar"; }
   uint64_t size(const EpochView& view) const override { return TarLayout::of(view)->size(); }
-  Result<OpenResult> open(const std::shared_ptr<const EpochView>& view) const override;
-};
-
-// A tar stream in the planned order: identical bytes on every open.
-class TarFile final : public OpenFile {
- public:
-  TarFile(std::shared_ptr<const EpochView> view, std::shared_ptr<cache::ReadRing> ring)
-      : view_(std::move(view)), layout_(TarLayout::of(*view_)), ring_(std::move(ring)) {}
-  Status read(uint64_t offset, uint64_t size, cache::Gather& out) override {
-    return layout_->read(*view_, offset, size, out, ring_.get());
+  // A tar stream in the planned order: identical bytes for every reader.
+  Status read(const ViewStream& s, uint64_t offset, uint64_t size, cache::Gather& out) const override {
+    return TarLayout::of(*s.view)->read(*s.view, offset, size, out, s.ring.get());
   }
-  const Dataset* dataset() const override { return &view_->dataset(); }
-
- private:
-  std::shared_ptr<const EpochView> view_;
-  std::shared_ptr<const TarLayout> layout_;
-  std::shared_ptr<cache::ReadRing> ring_;
-};
-
-Result<OpenResult> TarView::open(const std::shared_ptr<const EpochView>& view) const {
-  OpenResult r;
-  auto ring = make_read_ring(view);
-  if (view->dataset().planner().opportunistic()) {
-    // Each open may order the stream differently: no page cache for it.
-    r.direct_io = true;
-    r.file = std::make_unique<OpportunisticStream>(view, ring, view->dataset().planner().config().opportunistic_window);
-    return r;
+  // Opportunistic order: each lookup may order the stream differently.
+  bool per_lookup(const Dataset& ds) const override { return ds.planner().opportunistic(); }
+  Result<std::unique_ptr<OpenFile>> open(const std::shared_ptr<const EpochView>& view) const override {
+    return std::unique_ptr<OpenFile>(std::make_unique<OpportunisticStream>(
+        view, make_read_ring(view), view->dataset().planner().config().opportunistic_window));
   }
-  r.keep_cache = true;  // a view's bytes are a pure function of its name: cacheable
-  r.file = std::make_unique<TarFile>(view, std::move(ring));
-  return r;
-}
+};
 
 }  // namespace
 

@@ -60,41 +60,24 @@ Status read_record(const EpochView& view, uint64_t k, uint64_t record_begin, uin
   return Status::ok();
 }
 
-// A TFRecord stream in the planned order: identical bytes on every open.
-class TfrecordFile final : public OpenFile {
- public:
-  TfrecordFile(std::shared_ptr<const EpochView> view, std::shared_ptr<cache::ReadRing> ring)
-      : view_(std::move(view)), layout_(TfrecordLayout::of(*view_)), ring_(std::move(ring)) {}
-
-  Status read(uint64_t offset, uint64_t size, cache::Gather& out) override {
-    const auto& begin = layout_->begin;
-    const uint64_t count = view_->count(), end = std::min(begin.back(), offset + size);
-    if (offset >= end) return Status::ok();
-    // The record holding `offset`: O(log n), so a seek anywhere is cheap.
-    uint64_t k = static_cast<uint64_t>(std::upper_bound(begin.begin(), begin.end(), offset) - begin.begin()) - 1;
-    advance_ring(*view_, ring_.get(), k);
-    for (uint64_t pos = offset; pos < end && k < count; ++k)
-      DLFS_RETURN_IF_ERROR(read_record(*view_, k, begin[k], pos, end, out, ring_.get()));
-    return Status::ok();
-  }
-  const Dataset* dataset() const override { return &view_->dataset(); }
-
- private:
-  std::shared_ptr<const EpochView> view_;
-  std::shared_ptr<const TfrecordLayout> layout_;
-  std::shared_ptr<cache::ReadRing> ring_;
-};
-
 class TfrecordView final : public ViewFormat {
  public:
   std::string_view extension() const override { return ".tfrecord"; }
   bool applies_to(const Dataset& ds) const override { return ds.manifest().options().format == "tfrecord"; }
   uint64_t size(const EpochView& view) const override { return TfrecordLayout::of(view)->begin.back(); }
-  Result<OpenResult> open(const std::shared_ptr<const EpochView>& view) const override {
-    OpenResult r;
-    r.keep_cache = true;  // a view's bytes are a pure function of its name: cacheable
-    r.file = std::make_unique<TfrecordFile>(view, make_read_ring(view));
-    return r;
+  // A TFRecord stream in the planned order: identical bytes for every reader.
+  Status read(const ViewStream& s, uint64_t offset, uint64_t size, cache::Gather& out) const override {
+    const EpochView& v = *s.view;
+    const auto layout = TfrecordLayout::of(v);
+    const auto& begin = layout->begin;
+    const uint64_t count = v.count(), end = std::min(begin.back(), offset + size);
+    if (offset >= end) return Status::ok();
+    // The record holding `offset`: O(log n), so a seek anywhere is cheap.
+    uint64_t k = static_cast<uint64_t>(std::upper_bound(begin.begin(), begin.end(), offset) - begin.begin()) - 1;
+    advance_ring(v, s.ring.get(), k);
+    for (uint64_t pos = offset; pos < end && k < count; ++k)
+      DLFS_RETURN_IF_ERROR(read_record(v, k, begin[k], pos, end, out, s.ring.get()));
+    return Status::ok();
   }
 };
 

@@ -8,7 +8,7 @@ Used by 06_dlfs_ctl.sh:
       the first dataset is named NAME and its load is done
   dlfs-ctl stats --json  | check_ctl_json.py stats --samples 300
       the first dataset has SAMPLES samples, has served bytes and had raw
-      opens; the metadata bytes per sample are reported (> 0)
+      lookups; the metadata bytes per sample are reported (> 0)
   dlfs-ctl verify --json | check_ctl_json.py verify
       verify passed and checked at least one extent
 """
@@ -45,7 +45,7 @@ def main():
     elif args.cmd == "stats":
         d = s["datasets"][0]
         check(d["samples"] == args.samples, f"stats: {d['samples']} samples, want {args.samples}")
-        check(d["served"]["bytes"] > 0 and d["views"]["raw"]["opens"] > 0, f"stats: nothing served or opened: {d}")
+        check(d["served"]["bytes"] > 0 and d["views"]["raw"]["lookups"] > 0, f"stats: nothing served or looked up: {d}")
         check(s["memory"]["metadata_bytes_per_sample"] > 0, f"stats: metadata bytes per sample {s['memory']}")
     else:
         check(s["ok"] and s["datasets"][0]["extents_checked"] > 0, f"verify: not ok or no extent checked: {s}")

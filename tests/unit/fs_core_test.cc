@@ -8,12 +8,14 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 
 #include <gtest/gtest.h>
 
 #include "fs/config.h"
 #include "fs/control_verify.h"
 #include "fs/dataset.h"
+#include "fs/generated_files.h"
 #include "fs/inode.h"
 #include "fs/namespace.h"
 #include "fs/stats.h"
@@ -46,7 +48,8 @@ class FsCoreTest : public ::dlfs::test::TempDirTest {
   }
 
   // shuffle_ratio 1: no rounds, the budget goes to the storage buffer.
-  std::unique_ptr<Namespace> make(uint64_t budget, bool load, double shuffle_ratio = 0) {
+  std::unique_ptr<Namespace> make(uint64_t budget, bool load, double shuffle_ratio = 0,
+                                  std::function<std::string()> stats = [] { return std::string("{\"x\":1}\n"); }) {
     DatasetConfig dc;
     dc.name = "ds";
     dc.backend = root_;
@@ -62,7 +65,7 @@ class FsCoreTest : public ::dlfs::test::TempDirTest {
       datasets_[0]->start_loading();
       while (!datasets_[0]->load_progress().done) ::usleep(1000);
     }
-    return std::make_unique<Namespace>(datasets_, [] { return std::string("{\"x\":1}\n"); }, 1, 0, 0);
+    return std::make_unique<Namespace>(datasets_, std::move(stats), 1, 0, 0);
   }
 
   // Resolves a path below the mount root through lookups.
@@ -79,7 +82,7 @@ class FsCoreTest : public ::dlfs::test::TempDirTest {
     std::string out;
     cache::Gather g;
     for (uint64_t off = 0; off < size + chunk; off += chunk) {
-      Status s = ns.read_file(ino, off, chunk, g);
+      Status s = ns.read(ino, off, chunk, g);
       EXPECT_TRUE(s.is_ok()) << s.message();
       for (size_t i = 0; i < g.count(); ++i)
         out.append(static_cast<const char*>(g.iov()[i].iov_base), g.iov()[i].iov_len);
@@ -200,7 +203,7 @@ TEST_F(FsCoreTest, RandomReadsEqualBackend) {
   for (int i = 0; i < 500; ++i) {
     uint64_t off = rng() % (data.size() + 10);
     uint64_t len = 1 + rng() % 150000;
-    ASSERT_TRUE(ns->read_file(a->ino, off, len, g).is_ok());
+    ASSERT_TRUE(ns->read(a->ino, off, len, g).is_ok());
     std::string got;
     for (size_t k = 0; k < g.count(); ++k) got.append(static_cast<const char*>(g.iov()[k].iov_base), g.iov()[k].iov_len);
     std::string want = off < data.size() ? data.substr(off, len) : "";
@@ -211,30 +214,47 @@ TEST_F(FsCoreTest, RandomReadsEqualBackend) {
 TEST_F(FsCoreTest, WritesAreRefusedWithErofs) {
   auto ns = make(~0ull, false);
   auto a = resolve(*ns, "ds/raw/top.bin");
-  EXPECT_EQ(ns->open(a->ino, O_WRONLY).status().err(), EROFS);
-  EXPECT_EQ(ns->open(a->ino, O_RDWR).status().err(), EROFS);
-  EXPECT_EQ(ns->open(a->ino, O_RDONLY | O_TRUNC).status().err(), EROFS);
-  auto r = ns->open(a->ino, O_RDONLY);
-  ASSERT_TRUE(r.is_ok());
-  EXPECT_TRUE(r->keep_cache);
-  EXPECT_FALSE(r->direct_io);
-  EXPECT_EQ(datasets_[0]->raw_counters().opens.load(), 1u);
+  EXPECT_EQ(ns->open(a->ino, O_WRONLY).err(), EROFS);
+  EXPECT_EQ(ns->open(a->ino, O_RDWR).err(), EROFS);
+  EXPECT_EQ(ns->open(a->ino, O_RDONLY | O_TRUNC).err(), EROFS);
+  EXPECT_TRUE(ns->open(a->ino, O_RDONLY).is_ok());
+  EXPECT_EQ(datasets_[0]->raw_counters().lookups.load(), 1u) << "resolve() looked top.bin up once";
 }
 
-TEST_F(FsCoreTest, StatsFileIsASnapshotWithDirectIo) {
-  auto ns = make(~0ull, false);
-  auto r = ns->open(kStatsIno, O_RDONLY);
-  ASSERT_TRUE(r.is_ok());
-  EXPECT_TRUE(r->direct_io);
-  ASSERT_TRUE(r->file);
+// Each lookup of /.dlfs/stats generates a file with a new inode number, its
+// size known to stat, whose entry expires at once (so the next open looks it
+// up again) and whose bytes stay what they were for that number.
+TEST_F(FsCoreTest, StatsIsGeneratedAtEachLookup) {
+  int calls = 0;
+  auto ns = make(~0ull, false, 0, [&] { return "{\"call\":" + std::to_string(++calls) + "}\n"; });
+  auto first = resolve(*ns, ".dlfs/stats");
+  ASSERT_TRUE(first.is_ok()) << first.status().message();
+  EXPECT_TRUE(first->fresh_each_lookup && first->lookup_only);
+  EXPECT_EQ(first->size, std::string("{\"call\":1}\n").size());
+  auto second = ns->lookup(kControlDirIno, "stats");
+  ASSERT_TRUE(second.is_ok());
+  EXPECT_NE(second->ino, first->ino);
+  auto text = [&](uint64_t ino, uint64_t off) {
+    cache::Gather g;
+    Status s = ns->read(ino, off, 4096, g);
+    EXPECT_TRUE(s.is_ok()) << s.message();
+    std::string t;
+    for (size_t i = 0; i < g.count(); ++i) t.append(static_cast<const char*>(g.iov()[i].iov_base), g.iov()[i].iov_len);
+    return t;
+  };
+  EXPECT_EQ(text(first->ino, 0), "{\"call\":1}\n");
+  EXPECT_EQ(text(second->ino, 0), "{\"call\":2}\n");
+  EXPECT_EQ(text(second->ino, 3), "all\":2}\n");
+  EXPECT_EQ(ns->getattr(second->ino)->size, second->size);
+  EXPECT_EQ(ns->generated_live(), 2u);
+  // Forgotten by the kernel: gone, and a late read says so.
+  ns->forget(first->ino, 1);
+  EXPECT_EQ(ns->generated_live(), 1u);
   cache::Gather g;
-  ASSERT_TRUE(ns->read_view(*r->file, 0, 4096, g).is_ok());
-  std::string text;
-  for (int i = 0; i < g.count(); ++i) text.append(static_cast<const char*>(g.iov()[i].iov_base), g.iov()[i].iov_len);
-  EXPECT_EQ(text, "{\"x\":1}\n");
-  ASSERT_TRUE(ns->read_view(*r->file, 3, 4096, g).is_ok());
-  EXPECT_EQ(g.bytes(), text.size() - 3);
-  EXPECT_EQ(ns->open(kRootIno, O_RDONLY).status().err(), EISDIR);
+  EXPECT_EQ(ns->read(first->ino, 0, 10, g).err(), ESTALE);
+  EXPECT_EQ(ns->getattr(first->ino).status().err(), ESTALE);
+  EXPECT_EQ(ns->open(kRootIno, O_RDONLY).err(), EISDIR);
+  EXPECT_EQ(ns->read(kRootIno, 0, 10, g).err(), EISDIR);
 }
 
 TEST_F(FsCoreTest, CountersAddUp) {
@@ -265,7 +285,7 @@ TEST_F(FsCoreTest, ChangedBackendFilesAreNamedInStatsAndVerify) {
   EXPECT_EQ(read_all(*ns, loaded->ino, 5000, 4096), contents_["a/b.txt"]);
   auto backend = resolve(*ns, "ds/raw/top.bin");
   ASSERT_TRUE(backend.is_ok());
-  Status s = ns->read_file(backend->ino, 0, 4096, g);
+  Status s = ns->read(backend->ino, 0, 4096, g);
   EXPECT_EQ(s.err(), EIO) << s.message();
   EXPECT_NE(s.message().find("'top.bin' changed since the scan (size 200000 -> 200004"), std::string::npos)
       << s.message();
@@ -280,6 +300,25 @@ TEST_F(FsCoreTest, ChangedBackendFilesAreNamedInStatsAndVerify) {
   EXPECT_EQ(verified["changed_files"]["count"], 2);
   EXPECT_EQ(verified["changed_files"]["files"][1]["path"], "a/b.txt");
   EXPECT_EQ(read_all(*ns, loaded->ino, 5000, 4096), contents_["a/b.txt"]) << "resident bytes changed";
+}
+
+// More generated files than the kernel should ever hold: the one read least
+// recently goes, not one a reader is using.
+TEST(GeneratedFilesTest, OverTheCapTheLeastRecentlyReadGoes) {
+  GeneratedFiles files;
+  auto file = [] { return GeneratedFiles::File{std::make_shared<SnapshotFile>("x"), 1, nullptr}; };
+  std::vector<uint64_t> numbers;
+  for (size_t i = 0; i < GeneratedFiles::kMaxLive; ++i) numbers.push_back(files.add(file()));
+  EXPECT_EQ(files.live(), GeneratedFiles::kMaxLive);
+  ASSERT_TRUE(files.get(numbers[0]).is_ok());  // the oldest is being read
+  const uint64_t newest = files.add(file());
+  EXPECT_EQ(files.live(), GeneratedFiles::kMaxLive);
+  EXPECT_TRUE(files.get(numbers[0]).is_ok()) << "read recently: kept";
+  EXPECT_EQ(files.get(numbers[1]).status().err(), ESTALE) << "the least recently used goes";
+  EXPECT_TRUE(files.get(newest).is_ok());
+  EXPECT_EQ(std::set<uint64_t>(numbers.begin(), numbers.end()).size(), numbers.size()) << "numbers are unique";
+  files.forget(newest);
+  EXPECT_EQ(files.live(), GeneratedFiles::kMaxLive - 1);
 }
 
 }  // namespace

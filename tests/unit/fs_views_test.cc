@@ -169,10 +169,9 @@ TEST_P(FsViewsTest, BinIsTheRanksRecordsBackToBack) {
     for (uint32_t r = 0; r < w; ++r) {
       std::string want;
       for (uint64_t id : planned(kSeed, 1, n(), w, r)) want += g_.samples[id].bytes;
-      OpenResult how;
-      auto f = open_view(view_path(1, w, r, ".bin"), &how);
+      auto f = open_view(view_path(1, w, r, ".bin"));
       ASSERT_TRUE(f);
-      EXPECT_TRUE(how.keep_cache) << "a view's bytes are a function of its name";
+      EXPECT_FALSE(f->fresh_each_lookup) << "a view's bytes are a function of its name";
       EXPECT_EQ(resolve(view_path(1, w, r, ".bin"))->size, want.size());
       EXPECT_EQ(read_all(*f, 999), want) << "W " << w << " rank " << r;
       // A read straddling two records, from the middle of one.
@@ -199,10 +198,9 @@ TEST_P(FsViewsTest, TfrecordViewIsTheRanksRecordsAsValidTfrecord) {
           want.push_back(g_.samples[id].bytes);
           size += 16 + want.back().size();
         }
-        OpenResult how;
-        auto f = open_view(view_path(1, w, r, ".tfrecord"), &how);
+        auto f = open_view(view_path(1, w, r, ".tfrecord"));
         ASSERT_TRUE(f);
-        EXPECT_TRUE(how.keep_cache) << "a view's bytes are a function of its name";
+        EXPECT_FALSE(f->fresh_each_lookup) << "a view's bytes are a function of its name";
         EXPECT_EQ(resolve(view_path(1, w, r, ".tfrecord"))->size, size);
         const std::string whole = read_all(*f, 1000 + 7 * r);  // requests split headers, data and footers
         EXPECT_EQ(whole.size(), size);
@@ -231,16 +229,15 @@ TEST_P(FsViewsTest, DirectoryEntriesNameAndReadTheMembersInOrder) {
   auto dir = resolve(view_path(1, w, r, ""));
   ASSERT_TRUE(dir.is_ok()) << dir.status().message();
   EXPECT_TRUE(S_ISDIR(dir->mode));
-  EXPECT_EQ(ns_->open(dir->ino, O_RDONLY).status().err(), EISDIR);
+  EXPECT_EQ(ns_->open(dir->ino, O_RDONLY).err(), EISDIR);
   ASSERT_EQ(list(dir->ino), names);
   for (size_t k = 0; k < names.size(); ++k) {
     auto a = ns_->lookup(dir->ino, names[k]);
     ASSERT_TRUE(a.is_ok()) << names[k] << ": " << a.status().message();
     const std::string& bytes = g_.samples[want[k]].bytes;
     EXPECT_EQ(a->size, bytes.size()) << names[k];
-    auto o = ns_->open(a->ino, O_RDONLY);
-    ASSERT_TRUE(o.is_ok() && o->file);
-    EXPECT_EQ(read_all(*o->file, 333), bytes) << names[k];
+    ASSERT_TRUE(ns_->open(a->ino, O_RDONLY).is_ok());
+    EXPECT_EQ(read_all(*a, 333), bytes) << names[k];
   }
   // Names that are not exactly an entry's: wrong member, no padding, past the end.
   EXPECT_EQ(ns_->lookup(dir->ino, std::string(width, '0') + "-nope").status().err(), ENOENT);
@@ -257,11 +254,12 @@ TEST_P(FsViewsTest, IndexListsTheTarMembersAndTheirOffsets) {
   const auto want = planned(kSeed, 0, n(), w, r);
   const auto tar = read_tar(0, w, r, 1 << 16);
   ASSERT_EQ(tar.size(), want.size());
-  OpenResult how;
-  auto f = open_view(view_path(0, w, r, ".index"), &how);
+  auto f = open_view(view_path(0, w, r, ".index"));
   ASSERT_TRUE(f);
-  EXPECT_TRUE(how.direct_io) << "generated at open: its size is not known to stat";
-  std::istringstream text(read_all(*f, 100));
+  EXPECT_TRUE(f->lookup_only) << "its size costs the whole text: listings do not make it";
+  const std::string whole = read_all(*f, 100);
+  EXPECT_EQ(f->size, whole.size()) << "a lookup gives the size";
+  std::istringstream text(whole);
   std::string header;
   std::getline(text, header);
   for (const std::string field : {"# dlfs view dataset=ds ", " epoch=0 ", " world_size=2 ", " rank=0 ",

@@ -125,17 +125,18 @@ TEST_F(OpportunisticTest, NothingReadyIsThePlannedOrder) {
 
 // The daemon's own readiness: with about half the records resident and no
 // read-ahead, the stream opened through the Namespace prefers the resident
-// ones; the open is direct I/O since another open may order differently.
+// ones; each lookup makes a new stream (a generated file) since another
+// reader may be served another order.
 TEST_F(OpportunisticTest, ThroughTheNamespaceResidentSamplesGoFirst) {
   const uint64_t total = g_.samples.size() * kRecord, window = 16;
   open_opportunistic(window, false, total / 2, true);
   ASSERT_FALSE(ds().planner().rounds());
-  OpenResult how;
-  auto f = open_view(view_path(0, 2, 0, ".tar"), &how);
+  auto f = open_view(view_path(0, 2, 0, ".tar"));
   ASSERT_TRUE(f);
-  EXPECT_TRUE(how.direct_io);
-  EXPECT_FALSE(how.keep_cache);
+  EXPECT_TRUE(f->fresh_each_lookup) << "the next open must look the name up again";
   auto a = resolve(view_path(0, 2, 0, ".tar"));
+  EXPECT_NE(a->ino, f->ino) << "a new stream for each lookup";
+  EXPECT_EQ(a->size, f->size);
   EXPECT_EQ(*ns_->getxattr(a->ino, "user.dlfs.order"), "opportunistic");
   auto served = check_stream(read_all(*f, 3000), 0, 2, 0, window);
   auto v = view(0, 2, 0);

@@ -27,9 +27,9 @@ class TfrecordViewsTest : public ViewsFixture {
     tmp_.write_file(rel, t);
     return at;
   }
-  Status read_status(OpenFile& f, uint64_t offset, uint64_t size) const {
+  Status read_status(const Attr& f, uint64_t offset, uint64_t size) const {
     cache::Gather g;
-    Status s = ns_->read_view(f, offset, size, g);
+    Status s = ns_->read(f.ino, offset, size, g);
     g.release();
     return s;
   }

@@ -298,14 +298,14 @@ class ViewsFixture : public ::dlfs::test::TempDirTest {
     return "ds/epochs/" + std::to_string(e) + "/" + std::to_string(w) + "/" + std::to_string(r) + ext;
   }
 
-  // Reads an open file from the start to its end in `chunk`-byte requests
-  // through Namespace::read_view, as the FUSE adapter does; each request
+  // Reads a looked-up file from the start to its end in `chunk`-byte
+  // requests through Namespace::read, as the FUSE adapter does; each request
   // must be full until the end.
-  std::string read_all(OpenFile& f, uint64_t chunk) const {
+  std::string read_all(const Attr& f, uint64_t chunk) const {
     std::string out;
     cache::Gather g;
     for (;;) {
-      Status s = ns_->read_view(f, out.size(), chunk, g);
+      Status s = ns_->read(f.ino, out.size(), chunk, g);
       EXPECT_TRUE(s.is_ok()) << s.message();
       if (!s) break;
       const size_t got = g.bytes();
@@ -316,26 +316,52 @@ class ViewsFixture : public ::dlfs::test::TempDirTest {
     }
     return out;
   }
-  std::string read_range(OpenFile& f, uint64_t offset, uint64_t size) const {
+  std::string read_range(const Attr& f, uint64_t offset, uint64_t size) const {
     cache::Gather g;
-    Status s = ns_->read_view(f, offset, size, g);
+    Status s = ns_->read(f.ino, offset, size, g);
     EXPECT_TRUE(s.is_ok()) << s.message();
     std::string out;
     for (int i = 0; i < g.count(); ++i) out.append(static_cast<const char*>(g.iov()[i].iov_base), g.iov()[i].iov_len);
     g.release();
     return out;
   }
-  // Opens a view file by path; null (with a test failure) if it cannot be.
-  std::unique_ptr<OpenFile> open_view(const std::string& path, OpenResult* result = nullptr) const {
+  // The same straight from a stream object (an opportunistic stream made by a test).
+  std::string read_all(OpenFile& f, uint64_t chunk) const {
+    std::string out;
+    cache::Gather g;
+    for (;;) {
+      g.reset(chunk);
+      Status s = f.read(out.size(), chunk, g);
+      EXPECT_TRUE(s.is_ok()) << s.message();
+      if (!s) break;
+      const size_t got = g.bytes();
+      EXPECT_LE(got, chunk);
+      for (int i = 0; i < g.count(); ++i) out.append(static_cast<const char*>(g.iov()[i].iov_base), g.iov()[i].iov_len);
+      g.release();
+      if (got < chunk) break;
+    }
+    return out;
+  }
+  std::string read_range(OpenFile& f, uint64_t offset, uint64_t size) const {
+    cache::Gather g;
+    g.reset(size);
+    Status s = f.read(offset, size, g);
+    EXPECT_TRUE(s.is_ok()) << s.message();
+    std::string out;
+    for (int i = 0; i < g.count(); ++i) out.append(static_cast<const char*>(g.iov()[i].iov_base), g.iov()[i].iov_len);
+    g.release();
+    return out;
+  }
+  // Looks a view file up by path and checks it may be opened, as the kernel
+  // does; null (with a test failure) if it cannot be. Reads go by its inode.
+  std::unique_ptr<Attr> open_view(const std::string& path) const {
     auto a = resolve(path);
     EXPECT_TRUE(a.is_ok()) << path << ": " << a.status().message();
     if (!a) return nullptr;
-    auto r = ns_->open(a->ino, O_RDONLY);
-    EXPECT_TRUE(r.is_ok()) << path << ": " << r.status().message();
-    if (!r) return nullptr;
-    auto file = std::move(r->file);
-    if (result) *result = std::move(*r);
-    return file;
+    Status s = ns_->open(a->ino, O_RDONLY);
+    EXPECT_TRUE(s.is_ok()) << path << ": " << s.message();
+    if (!s) return nullptr;
+    return std::make_unique<Attr>(*a);
   }
   // The whole .tar of (e, w, r), parsed.
   std::vector<TarMember> read_tar(uint64_t e, uint32_t w, uint32_t r, uint64_t chunk) const {

@@ -148,13 +148,13 @@ std::string render_stats(const json& s) {
   std::ostringstream out;
   out << render_status(s) << "\n";
   std::vector<std::vector<std::string>> rows = {
-      {"DATASET", "VIEW", "OPENS", "REQUESTS", "BYTES", "FROM MEMORY", "FROM BACKEND"}};
+      {"DATASET", "VIEW", "LOOKUPS", "REQUESTS", "BYTES", "FROM MEMORY", "FROM BACKEND"}};
   json datasets = s.value("datasets", json::array());
   for (const auto& d : datasets) {
     json served = d.value("served", json::object());
     json views = d.value("views", json::object());  // items() must not outlive it
     for (const auto& [view, c] : views.items())
-      rows.push_back({get<std::string>(d, "name", "?"), view, std::to_string(get<uint64_t>(c, "opens", 0)),
+      rows.push_back({get<std::string>(d, "name", "?"), view, std::to_string(get<uint64_t>(c, "lookups", 0)),
                       std::to_string(get<uint64_t>(c, "requests", 0)), format_size(get<uint64_t>(c, "bytes", 0)),
                       format_size(get<uint64_t>(served, "bytes_from_memory", 0)),
                       format_size(get<uint64_t>(served, "bytes_from_backend", 0))});

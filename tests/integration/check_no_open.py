@@ -1,0 +1,139 @@
+#!/usr/bin/python3
+"""Checks for 30_no_open_round_trips.sh, against a mounted dlfsd.
+
+  --part plain          the kernel skips OPEN/RELEASE/FLUSH (stats say so, and
+                        count none after the first); a second pass over raw/
+                        costs no request and returns the backend's bytes;
+                        /.dlfs/stats is fresh at every open with its exact size
+                        on the open file; generated files do not pile up;
+                        .index and .tar sizes from stat equal their bytes
+  --part opportunistic  every open of an opportunistic .tar is a stream of its
+                        own (its own inode), complete: each sample exactly once,
+                        with the backend's bytes
+"""
+import argparse
+import io
+import json
+import os
+import random
+import subprocess
+import tarfile
+import time
+
+from checklib import fail
+
+
+def fuse_stats(a):
+    out = subprocess.run([a.ctl, "--socket", a.socket, "--json", "stats"], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)["fuse"]
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def backend_files(root):
+    return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs)
+
+
+def check_plain(a):
+    names = backend_files(a.backend)
+    raw = os.path.join(a.mnt, "ds/raw")
+    rng = random.Random(30)
+    for _ in range(2):
+        rng.shuffle(names)
+        for n in names:
+            if read(os.path.join(raw, n)) != read(os.path.join(a.backend, n)):
+                fail(f"raw/{n} differs from the backend")
+    f = fuse_stats(a)
+    if not f["kernel_skips_open"]:
+        fail(f"this kernel offers FUSE no-open, but the daemon did not take it: {f}")
+    req = f["requests"]
+    # The first OPEN and the first FLUSH are answered ENOSYS: none follow.
+    if req["open"] > 1 or req["release"] != 0 or req["flush"] > 1:
+        fail(f"the kernel still sends OPEN/RELEASE/FLUSH (at most the first of each expected): {req}")
+
+    # The third pass over raw/ is served by the kernel's caches alone.
+    before = fuse_stats(a)["requests"]
+    rng.shuffle(names)
+    for n in names:
+        read(os.path.join(raw, n))
+    after = fuse_stats(a)["requests"]
+    spent = {k: after[k] - before[k] for k in after if after[k] != before[k]}
+    if spent:
+        fail(f"reading {len(names)} cached raw files again cost FUSE requests: {spent}")
+    print(f"raw/: {len(names)} files read again with no FUSE request; requests so far {after}")
+
+    # /.dlfs/stats: a new snapshot at every open, its size exact on the open file.
+    stats = os.path.join(a.mnt, ".dlfs/stats")
+    uptimes = []
+    for i in range(60):
+        with open(stats, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            text = fh.read()
+        if size != len(text) or size == 0:
+            fail(f"stats: fstat says {size} bytes, read gave {len(text)}")
+        uptimes.append(json.loads(text)["uptime_s"])
+        if i % 20 == 19:
+            time.sleep(0.3)
+    if uptimes != sorted(uptimes) or len(set(uptimes)) < 3:
+        fail(f"stats is not fresh at each open: uptimes {uptimes[:5]}...{uptimes[-5:]}")
+    time.sleep(0.5)  # forgets of replaced inodes are sent in the background
+    live = fuse_stats(a)["generated_files"]
+    if live > 8:
+        fail(f"{live} generated files alive after 60 reads of stats: the kernel's forgets are not freeing them")
+    print(f"stats: 60 opens, each a fresh snapshot; {live} generated file(s) alive")
+
+    # .index and .tar: the size stat gives (from a listing or a lookup) is the bytes'.
+    world = os.path.join(a.mnt, "ds/epochs/3/2")
+    for e in os.scandir(world):  # readdirplus, then a stat per entry
+        if e.is_dir():
+            continue
+        size = e.stat().st_size
+        data = read(e.path)
+        if size != len(data) or size == 0:
+            fail(f"{e.name}: stat says {size} bytes, read gave {len(data)}")
+    print("views: .index and .tar sizes from stat equal their contents")
+
+
+def tar_members(data):
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as t:
+        return {m.name: t.extractfile(m).read() for m in t}
+
+
+def check_opportunistic(a):
+    names = backend_files(a.backend)
+    path = os.path.join(a.mnt, "ds/epochs/0/1/0.tar")
+    inodes = set()
+    for i in range(5):
+        with open(path, "rb") as fh:
+            inodes.add(os.fstat(fh.fileno()).st_ino)
+            size = os.fstat(fh.fileno()).st_size
+            data = fh.read()
+        if len(data) != size:
+            fail(f"open {i}: read {len(data)} bytes of a {size}-byte stream")
+        members = tar_members(data)
+        if sorted(members) != sorted(names):
+            fail(f"open {i}: the stream does not hold every sample exactly once")
+        for n in random.Random(i).sample(names, 20):
+            if members[n] != read(os.path.join(a.backend, n)):
+                fail(f"open {i}: member {n} differs from the backend")
+    if len(inodes) != 5:
+        fail(f"5 opens of an opportunistic stream shared inodes: {inodes}")
+    print("opportunistic: 5 opens, 5 streams of their own, each complete and right")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mnt", required=True)
+    ap.add_argument("--backend", required=True)
+    ap.add_argument("--ctl", required=True)
+    ap.add_argument("--socket", required=True)
+    ap.add_argument("--part", choices=["plain", "opportunistic"], required=True)
+    a = ap.parse_args()
+    check_plain(a) if a.part == "plain" else check_opportunistic(a)
+
+
+if __name__ == "__main__":
+    main()
