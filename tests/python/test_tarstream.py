@@ -6,6 +6,7 @@ import tarfile
 import tempfile
 import unittest
 
+from dlfs import tarstream
 from dlfs.tarstream import TarFormatError, iter_members
 from viewfixture import write_tar
 
@@ -52,7 +53,8 @@ class TarStreamTest(unittest.TestCase):
     def test_large_members_among_small_ones(self):
         # Members from DIRECT_MIN up are read straight into their bytes, the
         # headers after them alone; small members switch back to chunks.
-        sizes = [300 << 10, 131072, 131071, 10, 200 << 10, 0, 5000, 1 << 20, 3]
+        d = tarstream.DIRECT_MIN
+        sizes = [300 << 10, d, d - 1, 10, 200 << 10, 0, 5000, 1 << 20, 3, d + 1, 2 * d]
         members = [(f"m{i}_" + "l" * (150 * (i % 2)) + ".bin", os.urandom(n)) for i, n in enumerate(sizes)]
         self.check_same_as_tarfile(members, tarfile.GNU_FORMAT)
 
