@@ -6,7 +6,7 @@ context manager; the CLI turns SIGTERM/SIGHUP into a normal exit).
 
 Server: kernel nfsd started by hand (no systemd needed): `/proc/fs/nfsd` mounted,
 `rpcbind -f`, `rpc.mountd -F` (also needed for NFSv4: it answers the kernel's
-export upcalls) and `rpc.nfsd --grace-time 10 --lease-time 10 8`. If an nfsd is
+export upcalls) and `rpc.nfsd -G 10 -L 10 8` (grace and lease time 10 s). If an nfsd is
 already running (threads > 0), it is used as it is and only our export is added
 and removed. Export options: `ro,no_subtree_check,no_root_squash,insecure,fsid=<n>`
 (a fixed fsid: the exported directory need not be a mount point).
@@ -152,7 +152,7 @@ class NfsMount:
         self.client = self.link.ns_ip if self.link else "127.0.0.1"
         self.server = self.link.host_ip if self.link else "127.0.0.1"
         self.run_prefix = ["nsenter", f"--net=/var/run/netns/{self.link.ns}"] if self.link else []
-        self._procs, self._undo = [], []  # what we started, and how to undo each step (last first)
+        self._undo = []  # how to undo each step taken, undone last first
 
     # -- server -------------------------------------------------------------
     def _start_server(self):
@@ -165,13 +165,13 @@ class NfsMount:
         if not _pidof("rpc.mountd"):
             self._spawn(["rpc.mountd", "-F", "--no-udp"])
         if _nfsd_threads() == 0:
-            run(["rpc.nfsd", "--grace-time", str(GRACE_S), "--leasetime", str(GRACE_S), "8"])
+            run(["rpc.nfsd", "-G", str(GRACE_S), "-L", str(GRACE_S), "8"])
             self._undo.append(lambda: run(["rpc.nfsd", "0"], check=False))
             log(f"started nfsd (8 threads, grace {GRACE_S} s)")
 
     def _spawn(self, argv):
         p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self._procs.append(p)
+        self._undo.append(lambda: _stop(p))  # stopped in reverse order of start, like every other step
         time.sleep(0.2)
         if p.poll() is not None:
             raise RuntimeError(f"{argv[0]} exited with {p.returncode} at start")
@@ -235,16 +235,18 @@ class NfsMount:
                 self._undo.pop()()
             except Exception as e:  # keep tearing down the rest
                 log(f"teardown step failed: {e}")
-        for p in reversed(self._procs):
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-        self._procs = []
         if self.link:
             self.link.down()
+
+
+def _stop(p):
+    if p.poll() is None:
+        p.terminate()
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 def _pidof(name):
