@@ -38,8 +38,9 @@ namespace) exports --workdir/data; both are set up and torn down by this script.
 Repetitions (--repeat, default 3) alternate the order of backends and of variants;
 printed figures are medians, ratios are computed per repetition (against `files` of
 the same backend and against `files` of the local backend) and then medianed. FUSE
-requests per sample come from the dlfsd's /.dlfs/stats ("fuse": per-opcode counts)
-when it has them, else n/a.
+requests per sample come from the dlfsd's stats ("fuse": {"requests": per-opcode
+counts}, read with the build's dlfs-ctl over the control socket, else from
+/.dlfs/stats) when it has them, else n/a.
 
 usage: pipeline_bench.py [--build DIR] [--workdir DIR] [--backends local,nfs]
                          [--variants files,raw,views,bin] [--sizes small,large]
@@ -153,23 +154,26 @@ def run_epoch(loader):
     return n, time.perf_counter() - t0
 
 
-def fuse_counts(mnt):
-    """The dlfsd's per-opcode FUSE request counts, or None if its stats have none."""
+def fuse_counts(ctl, sock, mnt):
+    """The dlfsd's per-opcode FUSE request counts ("fuse": {"requests": {...}} in its
+    stats), or None if it has none. Read over the control socket with dlfs-ctl when
+    the build has it (costs no FUSE request), else from <mnt>/.dlfs/stats."""
     try:
-        s = dlfs_stats(mnt)
-    except (OSError, ValueError):
+        if ctl:
+            out = subprocess.run([ctl, "--socket", sock, "--json", "stats"], check=True, capture_output=True,
+                                 text=True)
+            s = json.loads(out.stdout)
+        else:
+            s = dlfs_stats(mnt)
+    except (OSError, ValueError, subprocess.CalledProcessError):
         return None
     f = s.get("fuse")
-    if f is None:
-        f = next((d.get("fuse") for d in s.get("datasets", []) if isinstance(d, dict) and "fuse" in d), None)
     if not isinstance(f, dict):
         return None
-    flat = {}
-    for k, v in f.items():  # {"open": n} or {"open": {"count": n, ...}}
-        if isinstance(v, (int, float)):
-            flat[k] = v
-        elif isinstance(v, dict) and isinstance(v.get("count"), (int, float)):
-            flat[k] = v["count"]
+    req = f.get("requests", f)
+    if not isinstance(req, dict):
+        return None
+    flat = {k: v for k, v in req.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     return flat or None
 
 
@@ -226,7 +230,7 @@ class DaemonSlot:
     """At most one dlfsd at a time (the large datasets take GBs of memory each)."""
 
     def __init__(self, a, daemons):
-        self.a, self.daemons, self.key, self.mnt = a, daemons, None, None
+        self.a, self.daemons, self.key, self.mnt, self.sock = a, daemons, None, None, None
 
     def get(self, backend, root, size, fixed):
         key = (backend, size.key, fixed)
@@ -244,12 +248,12 @@ class DaemonSlot:
         self.daemons.start("dlfsd", self.a.run_prefix.get(backend, []) + argv, mnt, lambda: dlfs_loaded(mnt),
                            os.path.join(self.a.workdir, f"dlfsd-{tag}.log"), timeout=1800)
         log(f"dlfsd over {backend} {rel} loaded in {time.time() - t0:.1f} s")
-        self.key, self.mnt = key, mnt
+        self.key, self.mnt, self.sock = key, mnt, os.path.join(self.a.workdir, f"{tag}.sock")
         return mnt
 
     def stop(self):
         self.daemons.stop_all()
-        self.key = self.mnt = None
+        self.key = self.mnt = self.sock = None
 
 
 def measure(a, slot, backend, root, size, variant, rep):
@@ -276,9 +280,9 @@ def measure(a, slot, backend, root, size, variant, rep):
     drop_caches()
     for epoch in (1, 2):
         view_epoch = 2 * rep + epoch - 1  # a view never read before in this daemon
-        before = fuse_counts(mnt) if mnt else None
+        before = fuse_counts(a.ctl, slot.sock, mnt) if mnt else None
         n, dt = run_epoch(make(view_epoch))
-        after = fuse_counts(mnt) if mnt else None
+        after = fuse_counts(a.ctl, slot.sock, mnt) if mnt else None
         if n != expect:
             sys.exit(f"pipeline_bench.py: {backend} {variant} {size.label} epoch {epoch} yielded {n} samples, "
                      f"expected {expect}")
@@ -331,7 +335,7 @@ def fmt_ratio(x, target):
 def fmt_fuse(f):
     if not f:
         return "n/a"
-    return " ".join(f"{k} {v:.2f}" for k, v in f.items() if v >= 0.005) or "none"
+    return " ".join(f"{k} {v:.2f}" if v >= 0.1 else f"{k} {v:.3f}" for k, v in f.items() if v >= 0.0005) or "none"
 
 
 def report(a, sizes, summary):
@@ -394,6 +398,8 @@ def parse_args():
     if "files" not in a.variants:
         a.variants.insert(0, "files")  # every ratio is against it
     a.dlfsd = os.path.join(a.build, "fs/dlfsd")
+    a.ctl = os.path.join(a.build, "tools/ctl/dlfs-ctl")
+    a.ctl = a.ctl if os.access(a.ctl, os.X_OK) else None
     if not os.access(a.dlfsd, os.X_OK):
         ap.error(f"--build {a.build}: no executable fs/dlfsd there (build it first)")
     a.workdir = os.path.abspath(a.workdir)
