@@ -14,9 +14,9 @@ and removed. Export options: `ro,no_subtree_check,no_root_squash,insecure,fsid=<
 Client mount options (`MOUNT_OPTIONS`): `ro,vers=4.2,proto=tcp,hard,nconnect=4`.
 Attribute caching keeps the kernel's defaults (acregmin=3 s, acregmax=60 s,
 acdirmin=30 s, acdirmax=60 s) and close-to-open consistency (`cto`): every open
-revalidates the file with the server (NFSv4: an OPEN and a CLOSE per file, v3: a
+revalidates the file with the server (NFSv4: at least an OPEN per file, v3: a
 GETATTR), as on a cluster's NFS, and that per-file cost is what DLFS removes.
-rsize/wsize are negotiated (1 MiB here). `--vers 3` mounts NFSv3 with `nolock`
+rsize/wsize are left to negotiation (Linux's nfsd offers up to 1 MiB). `--vers 3` mounts NFSv3 with `nolock`
 (no lockd/statd needed for a read-only benchmark). The NFSv4 grace period after a
 fresh server start is shortened to 10 s; `NfsMount.wait_ready` opens a file so
 that grace is over before anything is measured.
