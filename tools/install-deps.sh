@@ -24,6 +24,8 @@ packages=(
   python3-pip python3-setuptools
   # benchmarks; python3-matplotlib draws their PNG figures (tools/bench/plots.py)
   fio python3-matplotlib
+  # the NFS backend of tools/bench/pipeline_bench.py (tools/bench/nfs_backend.py; needs a kernel with nfsd)
+  nfs-kernel-server nfs-common
 )
 
 if [ "$(id -u)" -ne 0 ]; then

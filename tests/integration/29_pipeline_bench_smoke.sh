@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The PyTorch pipeline benchmark (tools/bench/pipeline_bench.py) runs end to end
+# in quick mode: every (size, backend, variant, epoch) has a positive samples/s
+# and positive ratios in its JSON, and nothing stays mounted or exported.
+# Speeds are not judged here. Argument: local (default) or nfs; nfs also needs
+# local (its ratios are against local files) and skips (77) with the reason when
+# this machine cannot run an NFS server and client (tools/bench/nfs_backend.py check).
+source "$(dirname "$0")/lib.sh"
+require_fuse
+mode=${1:-local}
+bench=$(dirname "$0")/../../tools/bench
+backends=local
+if [ "$mode" = nfs ]; then
+  reason=$("$PYTHON" "$bench/nfs_backend.py" check) || {
+    rc=$?
+    [ $rc -eq 77 ] && skip "$reason"
+    fail "nfs_backend.py check failed ($rc): $reason"
+  }
+  backends=local,nfs
+fi
+"$PYTHON" -c 'import torch' 2>/dev/null || fail "python3-torch is not installed (tools/install-deps.sh installs it)"
+build_dir=$(dirname "$(dirname "$DLFSD")")
+"$PYTHON" "$bench/pipeline_bench.py" --quick --backends "$backends" --build "$build_dir" --workdir "$WORK/bench" \
+  --json "$WORK/pipeline.json" >"$WORK/bench.out" 2>&1 || { cat "$WORK/bench.out"; fail "pipeline_bench.py failed"; }
+sed -n '/^PyTorch DataLoader/,$p' "$WORK/bench.out"
+"$PYTHON" - "$WORK/pipeline.json" "$backends" <<'EOF'
+import json, sys
+res = json.load(open(sys.argv[1]))
+backends = sys.argv[2].split(",")
+bad, cells = [], 0
+for size in ("small", "large"):
+    for b in backends:
+        for v in ("files", "raw", "views", "bin"):
+            for e in ("epoch1", "epoch2"):
+                c = res["summary"].get(size, {}).get(b, {}).get(v, {}).get(e)
+                if c is None:
+                    bad.append(f"{size}/{b}/{v}/{e}: missing")
+                    continue
+                cells += 1
+                for k in ("samples_s", "ratio_backend_files", "ratio_local_files"):
+                    if not isinstance(c.get(k), (int, float)) or c[k] <= 0:
+                        bad.append(f"{size}/{b}/{v}/{e}: {k} = {c.get(k)!r}")
+# --quick is one repetition: one run per cell, none lost or doubled
+if len(res["runs"]) != cells:
+    bad.append(f"{len(res['runs'])} runs for {cells} summary cells")
+if bad:
+    sys.exit("pipeline JSON:\n  " + "\n  ".join(bad))
+print(f"pipeline JSON: {cells} cells, every figure positive")
+EOF
+grep -qE " $WORK/bench/" /proc/mounts && fail "the benchmark left a mount: $(grep " $WORK/bench/" /proc/mounts)"
+if [ "$mode" = nfs ] && command -v exportfs >/dev/null; then
+  exportfs -v | grep -q "$WORK/bench" && fail "the benchmark left an export: $(exportfs -v)"
+fi
+log "ok"

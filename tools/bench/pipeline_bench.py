@@ -1,0 +1,469 @@
+#!/usr/bin/python3
+"""PyTorch pipeline benchmark (issue 15): samples/s of a training input pipeline as a
+user runs it, DLFS against plain files, on a local backend and on a real NFS mount
+of the same directory; every figure printed is measured in this run.
+
+Each measurement is one PyTorch DataLoader (num_workers=--workers, batch_size=--batch)
+run for two epochs: `drop_caches` right before epoch 1 (the backend's and every
+mount's page cache and dentries are gone; DLFS's memory is not), epoch 2 at once
+after it. An epoch is timed from creating the loader's iterator to its last batch
+(worker start-up included, as in training). Variants, per backend:
+
+  files  map-style Dataset over the backend's files, shuffle=True: __getitem__ is
+         `with open(path, "rb") as f: return f.read()`, the usual user code.
+  raw    the same Dataset over a dlfsd's raw/ tree, the dlfsd mounted over that
+         backend (the local directory, or the NFS mount).
+  views  streaming epoch views with the Python client (python/dlfs): an
+         IterableDataset in which DataLoader worker k reads rank k of a W=workers view,
+         `dlfs.TarView(ds, e, k, W).samples()` (epochs/<e>/<W>/<k>.tar); epoch 2 reads
+         epoch e+1, a new shuffled view.
+  bin    `.bin` batches: worker k reads rank k's `<k>.bin` (`dlfs.BinView` gives the
+         path and record size) with one pread per batch of --batch records, split
+         into per-sample bytes. `.bin` exists only for fixed-record datasets, so this
+         variant reads a twin dataset of the same count and sample size in the fixed
+         format (tools/gen_dataset.py fixed, ~256 MiB files, format=fixed); with
+         --large-jitter > 0 the large samples vary in size and `bin` is n/a there.
+
+Every variant yields the samples' bytes and the collate keeps them as a list (no
+tensor conversion): the benchmark measures I/O and the per-sample path to Python,
+not decoding. Sample counts are checked per epoch.
+
+Datasets (cached under --workdir/data): --small-count files of --small-size (default
+200,000 x 3 KiB) and --large-count of --large-size (60,000 x 110 KiB, fixed size by
+default), tools/gen_dataset.py via run_bench.ensure_dataset. The NFS backend
+(tools/bench/nfs_backend.py: nfs-kernel-server over loopback, NFSv4.2, read-only,
+nconnect=4, default attribute caching; --latency-ms adds netem delay in a network
+namespace) exports --workdir/data; both are set up and torn down by this script.
+
+Repetitions (--repeat, default 3) alternate the order of backends and of variants;
+printed figures are medians, ratios are computed per repetition (against `files` of
+the same backend and against `files` of the local backend) and then medianed. FUSE
+requests per sample come from the dlfsd's stats ("fuse": {"requests": per-opcode
+counts}, read with the build's dlfs-ctl over the control socket, else from
+/.dlfs/stats) when it has them, else n/a.
+
+usage: pipeline_bench.py [--build DIR] [--workdir DIR] [--backends local,nfs]
+                         [--variants files,raw,views,bin] [--sizes small,large]
+                         [--small-count 200000] [--small-size 3K] [--large-count 60000]
+                         [--large-size 110K] [--large-jitter 0] [--repeat 3] [--workers 2]
+                         [--batch 256] [--nfs-vers 4.2] [--latency-ms 0] [--quick] [--json FILE]
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import nfs_backend  # noqa: E402
+import run_bench  # noqa: E402
+from run_bench import Daemons, SRC, dlfs_loaded, dlfs_stats, drop_caches, ensure_dataset, log, size_arg  # noqa: E402
+
+sys.path.insert(0, os.path.join(SRC, "python"))
+import dlfs  # noqa: E402
+
+try:
+    import torch
+    from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
+except ImportError:
+    sys.exit("pipeline_bench.py: needs PyTorch: apt-get install python3-torch (tools/install-deps.sh)")
+
+MiB = 1 << 20
+VARIANTS = ("files", "raw", "views", "bin")
+LABELS = {"files": "map-style files", "raw": "map-style raw/", "views": "views (TarView)", "bin": ".bin batches"}
+# Issue 15's targets: (variant, backend or None for any, against, size key, epoch or None for both) -> minimum.
+TARGETS = [
+    ("raw", "local", "local_files", None, 1, 0.8),
+    ("raw", "local", "local_files", None, 2, 1.0),
+    ("views", None, "local_files", "small", None, 3.0),
+    ("views", None, "local_files", "large", None, 1.0),
+    ("views", "nfs", "backend_files", "small", None, 5.0),
+    ("views", "nfs", "backend_files", "large", None, 2.0),
+]
+
+
+def keep_bytes(batch):
+    """collate_fn: the batch stays a list of bytes (no tensor conversion)."""
+    return batch
+
+
+class FilesDataset(Dataset):
+    """Map-style: one open/read/close per sample, as user code does it."""
+
+    def __init__(self, root, names):
+        self.paths = [os.path.join(root, n) for n in names]
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        with open(self.paths[i], "rb") as f:
+            return f.read()
+
+
+def _worker_rank():
+    info = get_worker_info()
+    return (info.id, info.num_workers) if info else (0, 1)
+
+
+class ViewStream(IterableDataset):
+    """DataLoader worker k streams rank k of a W=num_workers epoch view with the client."""
+
+    def __init__(self, ds_dir, epoch):
+        self.ds_dir, self.epoch = ds_dir, epoch
+
+    def __iter__(self):
+        rank, world = _worker_rank()
+        for _key, group in dlfs.TarView(self.ds_dir, self.epoch, rank, world).samples():
+            yield from group.values()  # one member per sample in these datasets
+
+
+class BinBatches(IterableDataset):
+    """DataLoader worker k reads rank k's .bin, one pread per batch (use batch_size=None)."""
+
+    def __init__(self, ds_dir, epoch, batch):
+        self.ds_dir, self.epoch, self.batch = ds_dir, epoch, batch
+
+    def __iter__(self):
+        rank, world = _worker_rank()
+        view = dlfs.BinView(self.ds_dir, self.epoch, rank, world)
+        rs, n = view.record_size, len(view)
+        fd = os.open(view.path, os.O_RDONLY)
+        try:
+            for first in range(0, n, self.batch):
+                count = min(self.batch, n - first)
+                data = os.pread(fd, count * rs, first * rs)
+                if len(data) != count * rs:
+                    raise OSError(f"{view.path}: short read at record {first}: {len(data)} of {count * rs} bytes")
+                yield [data[i * rs:(i + 1) * rs] for i in range(count)]
+        finally:
+            os.close(fd)
+
+
+def run_epoch(loader):
+    """(samples, seconds) of one pass over a DataLoader."""
+    t0 = time.perf_counter()
+    n = 0
+    for batch in loader:
+        n += len(batch)
+    return n, time.perf_counter() - t0
+
+
+def fuse_counts(ctl, sock, mnt):
+    """The dlfsd's per-opcode FUSE request counts ("fuse": {"requests": {...}} in its
+    stats), or None if it has none. Read over the control socket with dlfs-ctl when
+    the build has it (costs no FUSE request), else from <mnt>/.dlfs/stats."""
+    try:
+        if ctl:
+            out = subprocess.run([ctl, "--socket", sock, "--json", "stats"], check=True, capture_output=True,
+                                 text=True)
+            s = json.loads(out.stdout)
+        else:
+            s = dlfs_stats(mnt)
+    except (OSError, ValueError, subprocess.CalledProcessError):
+        return None
+    f = s.get("fuse")
+    if not isinstance(f, dict):
+        return None
+    req = f.get("requests", f)
+    if not isinstance(req, dict):
+        return None
+    flat = {k: v for k, v in req.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return flat or None
+
+
+def per_sample(before, after, samples):
+    if before is None or after is None or not samples:
+        return None
+    return {k: (after[k] - before.get(k, 0)) / samples for k in sorted(after)}
+
+
+def human(n):
+    for unit, v in (("M", MiB), ("K", 1024)):
+        if n % v == 0:
+            return f"{n // v}{unit}"
+    return str(n)
+
+
+class Size:
+    """One sample-size dataset: the files, its fixed-record twin, and the names."""
+
+    def __init__(self, key, count, size, jitter, data_dir):
+        self.key, self.count, self.size, self.jitter = key, count, size, jitter
+        self.label = f"{count} x {human(size)}" + (f" (+-{jitter:g})" if jitter else "")
+        self.files_rel = f"files-{count}x{human(size)}" + (f"-j{jitter:g}" if jitter else "")
+        self.fixed_rel = None if jitter else f"fixed-{count}x{human(size)}"
+        self.data_dir = data_dir
+        self.names = []
+
+    def prepare(self, want_bin):
+        path = os.path.join(self.data_dir, self.files_rel)
+        ensure_dataset(path, self.count, self.size, 100, self.jitter)
+        for root, _dirs, files in os.walk(path):
+            rel = os.path.relpath(root, path)
+            self.names += [os.path.normpath(os.path.join(rel, f)) for f in files]
+        self.names.sort()
+        if len(self.names) != self.count:
+            sys.exit(f"pipeline_bench.py: {path} has {len(self.names)} files, expected {self.count}: delete it and "
+                     f"{path}.complete to regenerate")
+        if want_bin and self.fixed_rel:
+            self._ensure_fixed(os.path.join(self.data_dir, self.fixed_rel))
+
+    def _ensure_fixed(self, path):
+        marker = path + ".complete"
+        if os.path.exists(marker):
+            return
+        files = max(1, math.ceil(self.count * self.size / (256 * MiB)))
+        shutil.rmtree(path, ignore_errors=True)
+        subprocess.run(["/usr/bin/python3", os.path.join(SRC, "tools/gen_dataset.py"), "fixed", path,
+                        "--records", str(self.count), "--record-size", str(self.size), "--files", str(files),
+                        "--seed", "1"], check=True)
+        open(marker, "w").close()
+
+
+class DaemonSlot:
+    """At most one dlfsd at a time (the large datasets take GBs of memory each)."""
+
+    def __init__(self, a, daemons):
+        self.a, self.daemons, self.key, self.mnt, self.sock = a, daemons, None, None, None
+
+    def get(self, backend, root, size, fixed):
+        key = (backend, size.key, fixed)
+        if key == self.key:
+            return self.mnt
+        self.stop()
+        rel = size.fixed_rel if fixed else size.files_rel
+        tag = f"{backend}-{size.key}-{'fixed' if fixed else 'files'}"
+        mnt = os.path.join(self.a.workdir, f"mnt-{tag}")
+        argv = [self.a.dlfsd, "--mountpoint", mnt, "--backend", os.path.join(root, rel), "--name", "ds",
+                "--seed", "1", "--control-socket", os.path.join(self.a.workdir, f"{tag}.sock")]
+        if fixed:
+            argv += ["--format", "fixed", "--record-size", str(size.size)]
+        t0 = time.time()
+        self.daemons.start("dlfsd", self.a.run_prefix.get(backend, []) + argv, mnt, lambda: dlfs_loaded(mnt),
+                           os.path.join(self.a.workdir, f"dlfsd-{tag}.log"), timeout=1800)
+        log(f"dlfsd over {backend} {rel} loaded in {time.time() - t0:.1f} s")
+        self.key, self.mnt, self.sock = key, mnt, os.path.join(self.a.workdir, f"{tag}.sock")
+        return mnt
+
+    def stop(self):
+        self.daemons.stop_all()
+        self.key = self.mnt = self.sock = None
+
+
+def measure(a, slot, backend, root, size, variant, rep):
+    """Two epochs of one variant; returns [(epoch, samples, seconds, fuse per sample)]."""
+    mnt = None
+    if variant in ("raw", "views"):
+        mnt = slot.get(backend, root, size, fixed=False)
+    elif variant == "bin":
+        mnt = slot.get(backend, root, size, fixed=True)
+    loader_kw = dict(num_workers=a.workers, collate_fn=keep_bytes)
+    ds_dir = os.path.join(mnt, "ds") if mnt else None
+    if variant in ("files", "raw"):
+        base = os.path.join(root, size.files_rel) if variant == "files" else os.path.join(ds_dir, "raw")
+        ds = FilesDataset(base, size.names)
+        make = lambda _e: DataLoader(ds, batch_size=a.batch, shuffle=True, **loader_kw)  # noqa: E731
+        expect = size.count
+    else:
+        expect = a.workers * math.ceil(size.count / a.workers)  # ranks pad to ceil(N/W) (remainder = pad)
+        if variant == "views":
+            make = lambda e: DataLoader(ViewStream(ds_dir, e), batch_size=a.batch, **loader_kw)  # noqa: E731
+        else:
+            make = lambda e: DataLoader(BinBatches(ds_dir, e, a.batch), batch_size=None, **loader_kw)  # noqa: E731
+    out = []
+    drop_caches()
+    for epoch in (1, 2):
+        view_epoch = 2 * rep + epoch - 1  # a view never read before in this daemon
+        before = fuse_counts(a.ctl, slot.sock, mnt) if mnt else None
+        n, dt = run_epoch(make(view_epoch))
+        after = fuse_counts(a.ctl, slot.sock, mnt) if mnt else None
+        if n != expect:
+            sys.exit(f"pipeline_bench.py: {backend} {variant} {size.label} epoch {epoch} yielded {n} samples, "
+                     f"expected {expect}")
+        out.append((epoch, n, dt, per_sample(before, after, n)))
+    return out
+
+
+def summarize(a, sizes, runs):
+    """Medians of samples/s and of per-repetition ratios, per (size, backend, variant, epoch)."""
+    by = {(r["size"], r["backend"], r["variant"], r["epoch"], r["rep"]): r for r in runs}
+    summary = {}
+    for s in sizes:
+        for b in a.backends:
+            for v in a.variants:
+                for e in (1, 2):
+                    reps = [r for r in runs if (r["size"], r["backend"], r["variant"], r["epoch"]) == (s.key, b, v, e)]
+                    if not reps:
+                        continue
+                    cell = {"samples_s": statistics.median(r["samples_s"] for r in reps)}
+                    for against, ref_backend in (("backend_files", b), ("local_files", "local")):
+                        ratios = []
+                        for r in reps:
+                            ref = by.get((s.key, ref_backend, "files", e, r["rep"]))
+                            if ref:
+                                ratios.append(r["samples_s"] / ref["samples_s"])
+                        cell[f"ratio_{against}"] = statistics.median(ratios) if ratios else None
+                    fuse = [r["fuse_per_sample"] for r in reps if r["fuse_per_sample"]]
+                    cell["fuse_per_sample"] = ({k: statistics.median(f.get(k, 0) for f in fuse) for k in fuse[0]}
+                                               if fuse else None)
+                    summary.setdefault(s.key, {}).setdefault(b, {}).setdefault(v, {})[f"epoch{e}"] = cell
+    return summary
+
+
+def targets_for(size_key, backend, variant, against, epoch):
+    for v, b, ag, sk, ep, minimum in TARGETS:
+        if v == variant and b in (None, backend) and ag == against and sk in (None, size_key) and ep in (None, epoch):
+            return minimum
+    return None
+
+
+def fmt_ratio(x, target):
+    if x is None:
+        return f"{'n/a':>7}"
+    s = f"{x:6.2f}x"
+    if target is not None:
+        s += f" (>={target:g} {'ok' if x >= target else 'MISS'})"
+    return s
+
+
+def fmt_fuse(f):
+    if not f:
+        return "n/a"
+    return " ".join(f"{k} {v:.2f}" if v >= 0.1 else f"{k} {v:.3f}" for k, v in f.items() if v >= 0.0005) or "none"
+
+
+def report(a, sizes, summary):
+    print()
+    print(f"PyTorch DataLoader, {a.workers} workers, batch {a.batch}, 2 epochs (drop_caches before epoch 1); "
+          f"samples/s: median of {a.repeat}; ratios: median of per-repetition ratios")
+    for s in sizes:
+        print(f"\n== {s.label} samples ==")
+        print(f"{'backend':<8}{'variant':<17}{'epoch':>5}{'samples/s':>11}  {'/ same-backend files':<27}"
+              f"{'/ local files':<27}FUSE requests per sample")
+        for b in a.backends:
+            for v in a.variants:
+                cells = summary.get(s.key, {}).get(b, {}).get(v)
+                if not cells:
+                    if v == "bin" and not s.fixed_rel:
+                        print(f"{b:<8}{LABELS[v]:<17}{'':>5}{'n/a':>11}  (variable-size samples: no .bin view)")
+                    continue
+                for e in (1, 2):
+                    c = cells[f"epoch{e}"]
+                    rb = fmt_ratio(c["ratio_backend_files"], targets_for(s.key, b, v, "backend_files", e))
+                    rl = fmt_ratio(c["ratio_local_files"], targets_for(s.key, b, v, "local_files", e))
+                    print(f"{b:<8}{LABELS[v] if e == 1 else '':<17}{e:>5}{c['samples_s']:>11,.0f}  {rb:<27}{rl:<27}"
+                          f"{fmt_fuse(c['fuse_per_sample']) if v in ('raw', 'views', 'bin') else ''}")
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(SRC, "build"), help="the build directory whose fs/dlfsd runs")
+    ap.add_argument("--workdir", default="/tmp/dlfs-bench-pipeline", help="datasets (cached), mounts, logs")
+    ap.add_argument("--backends", default="local,nfs")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--sizes", default="small,large")
+    ap.add_argument("--small-count", type=int, default=200000)
+    ap.add_argument("--small-size", type=size_arg, default=3 << 10)
+    ap.add_argument("--large-count", type=int, default=60000)
+    ap.add_argument("--large-size", type=size_arg, default=110 << 10)
+    ap.add_argument("--large-jitter", type=float, default=0.0,
+                    help="large sample sizes vary by +-this fraction (then .bin is n/a for them)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=2, help="DataLoader workers (= W of the views)")
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--nfs-vers", default="4.2", choices=["4.2", "4.1", "4", "3"])
+    ap.add_argument("--latency-ms", type=float, default=0, help="NFS: added round trip (netem in a netns)")
+    ap.add_argument("--quick", action="store_true", help="tiny smoke run (seconds per backend)")
+    ap.add_argument("--json", help="write every run and the summary here")
+    a = ap.parse_args()
+    if a.quick:
+        a.repeat, a.small_count, a.large_count = 1, 2000, 300
+        run_bench.SETTLE_S = 0.2
+    a.backends = [b for b in a.backends.split(",") if b]
+    a.variants = [v for v in a.variants.split(",") if v]
+    a.sizes = [s for s in a.sizes.split(",") if s]
+    for name, got, allowed in (("--backends", a.backends, ("local", "nfs")), ("--variants", a.variants, VARIANTS),
+                               ("--sizes", a.sizes, ("small", "large"))):
+        bad = [x for x in got if x not in allowed]
+        if bad or not got:
+            ap.error(f"{name}: {','.join(bad) or 'empty'} is not a list of {', '.join(allowed)}")
+    if a.repeat < 1 or a.workers < 1 or a.batch < 1:
+        ap.error("--repeat, --workers and --batch must be at least 1")
+    if "files" not in a.variants:
+        a.variants.insert(0, "files")  # every ratio is against it
+    a.dlfsd = os.path.join(a.build, "fs/dlfsd")
+    a.ctl = os.path.join(a.build, "tools/ctl/dlfs-ctl")
+    a.ctl = a.ctl if os.access(a.ctl, os.X_OK) else None
+    if not os.access(a.dlfsd, os.X_OK):
+        ap.error(f"--build {a.build}: no executable fs/dlfsd there (build it first)")
+    a.workdir = os.path.abspath(a.workdir)
+    return a
+
+
+def main():
+    a = parse_args()
+    if os.geteuid() != 0:
+        sys.exit("pipeline_bench.py: needs root (FUSE and NFS mounts, drop_caches)")
+    if "nfs" in a.backends:
+        reason = nfs_backend.unavailable_reason(a.latency_ms)
+        if reason:
+            print(f"pipeline_bench.py: NFS backend unavailable: {reason} (--backends local runs without it)",
+                  file=sys.stderr)
+            sys.exit(77)
+    data_dir = os.path.join(a.workdir, "data")
+    os.makedirs(data_dir, exist_ok=True)
+    specs = {"small": (a.small_count, a.small_size, 0.0), "large": (a.large_count, a.large_size, a.large_jitter)}
+    sizes = [Size(k, *specs[k], data_dir) for k in a.sizes]
+    for s in sizes:
+        s.prepare("bin" in a.variants)
+    torch.set_num_threads(1)
+    nfs_backend.exit_on_signals()
+    daemons = Daemons()
+    slot = DaemonSlot(a, daemons)
+    nfs = None
+    runs = []
+    try:
+        roots = {"local": data_dir}
+        a.run_prefix = {}
+        if "nfs" in a.backends:
+            nfs = nfs_backend.NfsMount(data_dir, os.path.join(a.workdir, "mnt-nfs"), a.nfs_vers, a.latency_ms)
+            nfs.__enter__()
+            roots["nfs"], a.run_prefix["nfs"] = nfs.mountpoint, nfs.run_prefix
+        for rep in range(a.repeat):
+            backends = a.backends if rep % 2 == 0 else a.backends[::-1]
+            variants = a.variants if rep % 2 == 0 else a.variants[::-1]
+            for s in sizes:
+                for b in backends:
+                    for v in variants:
+                        if v == "bin" and not s.fixed_rel:
+                            continue
+                        for epoch, n, dt, fuse in measure(a, slot, b, roots[b], s, v, rep):
+                            runs.append({"rep": rep, "size": s.key, "backend": b, "variant": v, "epoch": epoch,
+                                         "samples": n, "seconds": dt, "samples_s": n / dt, "fuse_per_sample": fuse})
+                            log(f"rep {rep} {s.label} {b} {v} epoch {epoch}: {n / dt:,.0f} samples/s")
+                    slot.stop()
+    finally:
+        slot.stop()
+        if nfs:
+            nfs.close()
+    summary = summarize(a, sizes, runs)
+    report(a, sizes, summary)
+    if a.json:
+        config = {k: getattr(a, k) for k in ("backends", "variants", "repeat", "workers", "batch", "nfs_vers",
+                                             "latency_ms", "build")}
+        config["sizes"] = {s.key: {"count": s.count, "size": s.size, "jitter": s.jitter, "label": s.label,
+                                   "bin": bool(s.fixed_rel)} for s in sizes}
+        config["nfs_mount_options"] = nfs_backend.MOUNT_OPTIONS if "nfs" in a.backends else None
+        targets = [dict(zip(("variant", "backend", "against", "size", "epoch", "minimum"), t)) for t in TARGETS]
+        with open(a.json, "w") as f:
+            json.dump({"config": config, "targets": targets, "runs": runs, "summary": summary}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
