@@ -1,0 +1,303 @@
+#!/usr/bin/python3
+"""Reads while the dataset loads, and resident serving under page-cache pressure
+(issue 15, item 4). Every figure printed is measured in this run.
+
+A dataset of 256 KiB files is read the way a training job reads it: every
+file once, in a shuffled order, whole-file reads (open, one read into a reused
+buffer, close), by several reader threads at once (--readers, default 4; the
+GIL is released while a read runs). Four phases per repetition:
+
+  a  backend  the backend directory, cold (drop_caches first)
+  b  loading  DLFS raw/, cold backend, started as soon as the mount is up,
+              while the loader runs: a per-second timeline and when the load
+              completed
+  c  resident DLFS raw/ with every extent resident, after drop_caches
+  d  pressure the same after --filler bytes of unrelated files (generated once
+              under --workdir) were read with cat, filling the page cache
+
+Medians over --repeat, in GB/s, with the ratios b/a (target >= 1) and d/c
+(target >= 0.8), and the daemon's CPU seconds (user+system, /proc/<pid>/stat)
+for each phase. Several --build directories (e.g. the tree before and after a
+change) run in the same repetitions, alternating which goes first.
+
+usage: load_bench.py [--build DIR]... [--workdir DIR] [--size 4G] [--file-size 256K]
+                     [--readers 4] [--repeat 3] [--filler 4G] [--quick] [--perf DIR] [--json FILE]
+"""
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import run_bench  # noqa: E402
+from run_bench import Daemons, SRC, dlfs_loaded, dlfs_stats, drop_caches, ensure_dataset, log, size_arg  # noqa: E402
+
+PHASES = ("backend", "loading", "resident", "pressure")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def list_files(root):
+    out = []
+    for d, _, names in os.walk(root):
+        out += [os.path.join(os.path.relpath(d, root), n) for n in names]
+    return sorted(out)
+
+
+def cpu_seconds(pid):
+    """user + system seconds of a process, all its threads (/proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def read_all(root, names, readers, file_size):
+    """Reads every file of `names` under `root` with `readers` threads, each
+    taking the next name of the shared (shuffled) list. Returns (bytes,
+    seconds, [(seconds since start, bytes)] per file)."""
+    lock = threading.Lock()
+    it = iter(names)
+    done = []  # (t, bytes), appended under the lock
+    errors = []
+    t0 = time.perf_counter()
+
+    def worker():
+        buf = bytearray(file_size + 4096)  # one read gets the whole file; +4096 sees EOF
+        while True:
+            with lock:
+                name = next(it, None)
+            if name is None:
+                return
+            try:
+                fd = os.open(os.path.join(root, name), os.O_RDONLY)
+                try:
+                    n = total = os.readv(fd, [buf])
+                    while n:  # a file larger than --file-size: read it all
+                        n = os.readv(fd, [buf])
+                        total += n
+                finally:
+                    os.close(fd)
+            except OSError as e:
+                errors.append(f"{name}: {e}")
+                return
+            with lock:
+                done.append((time.perf_counter() - t0, total))
+
+    threads = [threading.Thread(target=worker) for _ in range(readers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    secs = time.perf_counter() - t0
+    if errors:
+        sys.exit(f"read of {root} failed: {errors[0]}")
+    return sum(b for _, b in done), secs, done
+
+
+def timeline(done, secs):
+    """GB/s in each whole second of the run (the last, partial second scaled)."""
+    buckets = [0] * (int(secs) + 1)
+    for t, b in done:
+        buckets[min(int(t), len(buckets) - 1)] += b
+    out = [b / 1e9 for b in buckets]
+    if secs % 1 > 0.05:
+        out[-1] /= secs % 1
+    return out
+
+
+def ensure_filler(workdir, total):
+    """Unrelated files that fill the page cache when read (256 MiB each)."""
+    d = os.path.join(workdir, f"filler-{total}")
+    if not os.path.exists(d + ".complete"):
+        os.makedirs(d, exist_ok=True)
+        chunk = 256 << 20
+        for i in range((total + chunk - 1) // chunk):
+            n = min(chunk, total - i * chunk)
+            subprocess.run(["dd", "if=/dev/urandom", f"of={os.path.join(d, f'f{i:03d}')}", "bs=1M",
+                            f"count={max(1, n >> 20)}", "status=none"], check=True)
+        open(d + ".complete", "w").close()
+    return sorted(os.path.join(d, n) for n in os.listdir(d))
+
+
+class Perf:
+    """perf record -g of the daemon during one phase (--perf)."""
+
+    def __init__(self, outdir, pid, tag):
+        self.p = None
+        if outdir:
+            os.makedirs(outdir, exist_ok=True)
+            out = os.path.join(outdir, f"{tag}.data")
+            self.p = subprocess.Popen(["perf", "record", "-g", "-q", "-o", out, "-p", str(pid)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(0.3)  # perf attaches to every thread
+
+    def stop(self):
+        if self.p:
+            self.p.send_signal(2)
+            self.p.wait(60)
+
+
+def mount_up(mnt):
+    return os.path.isdir(os.path.join(mnt, "ds/raw"))
+
+
+def load_watch(mnt, t0, stop):
+    """Polls stats every 0.1 s; returns a dict that gets 'done_s' (seconds
+    after t0 when the load was seen done)."""
+    got = {}
+
+    def run():
+        while not stop.is_set():
+            try:
+                s = dlfs_stats(mnt)["datasets"][0]["load"]
+                if s["state"] == "done":
+                    got["done_s"] = time.perf_counter() - t0
+                    got["load"] = s
+                    return
+            except (OSError, ValueError, KeyError, IndexError):
+                pass
+            time.sleep(0.1)
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    return got, th
+
+
+def one_build(a, daemons, label, dlfsd, data, names, filler, perf_dir, rep):
+    """Phases b, c, d with one daemon build; returns {phase: (GB/s, cpu s)} and the loading timeline."""
+    w = a.workdir
+    mnt = os.path.join(w, f"mnt-load-{label}")
+    drop_caches()  # the backend cold for the loader and the readers
+    argv = [dlfsd, "--mountpoint", mnt, "--backend", data, "--name", "ds", "--control-socket",
+            os.path.join(w, f"load-{label}.sock"), *a.dlfsd_arg]
+    p = daemons.start("dlfsd", argv, mnt, lambda: mount_up(mnt), os.path.join(w, f"dlfsd-load-{label}.log"))
+    out = {}
+    raw = os.path.join(mnt, "ds/raw")
+
+    perf = Perf(perf_dir, p.pid, f"{label}-rep{rep}-loading")
+    cpu0 = cpu_seconds(p.pid)
+    t0 = time.perf_counter()
+    stop = threading.Event()
+    watch, th = load_watch(mnt, t0, stop)
+    nbytes, secs, done = read_all(raw, names, a.readers, a.file_size)
+    out["loading"] = (nbytes / secs / 1e9, cpu_seconds(p.pid) - cpu0)
+    perf.stop()
+    tl = timeline(done, secs)
+    th.join(600)
+    stop.set()
+    load_done = watch.get("done_s")
+    line = " ".join(f"{x:.2f}" for x in tl)
+    done_text = f"load done at {load_done:.1f}s" if load_done is not None else "load not seen done"
+    log(f"{label} rep {rep} loading: {out['loading'][0]:.2f} GB/s over {secs:.1f}s, daemon cpu "
+        f"{out['loading'][1]:.2f}s; {done_text}")
+    log(f"{label} rep {rep} loading timeline (GB/s per second): {line}")
+
+    for phase in ("resident", "pressure"):
+        drop_caches()
+        if phase == "pressure":
+            subprocess.run(["cat", *filler], check=True, stdout=subprocess.DEVNULL)
+        perf = Perf(perf_dir, p.pid, f"{label}-rep{rep}-{phase}")
+        cpu0 = cpu_seconds(p.pid)
+        nbytes, secs, _ = read_all(raw, names, a.readers, a.file_size)
+        out[phase] = (nbytes / secs / 1e9, cpu_seconds(p.pid) - cpu0)
+        perf.stop()
+        log(f"{label} rep {rep} {phase}: {out[phase][0]:.2f} GB/s, daemon cpu {out[phase][1]:.2f}s")
+    daemons.stop_all()
+    return out, {"timeline_gbps": tl, "load_done_s": load_done, "seconds": secs}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", action="append",
+                    help="meson build directory (repeatable: each is measured in the same repetitions; "
+                         "default: this tree's build)")
+    ap.add_argument("--workdir", default="/tmp/dlfs-load-bench")
+    ap.add_argument("--size", type=size_arg, default=4 << 30, help="dataset bytes (default 4G)")
+    ap.add_argument("--file-size", type=size_arg, default=256 << 10, help="bytes per file (default 256K)")
+    ap.add_argument("--readers", type=int, default=4, help="reader threads (default 4)")
+    ap.add_argument("--repeat", type=int, default=3, help="repetitions (medians)")
+    ap.add_argument("--filler", type=size_arg, default=4 << 30,
+                    help="bytes of unrelated files read before phase d (default 4G)")
+    ap.add_argument("--seed", type=int, default=1, help="shuffle seed (each repetition adds its index)")
+    ap.add_argument("--dlfsd-arg", action="append", default=[], help="extra dlfsd argument (repeatable)")
+    ap.add_argument("--perf", help="directory for perf record -g of the daemon in each phase")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 64 MiB dataset and filler, one repetition")
+    ap.add_argument("--json", help="write the results here too")
+    a = ap.parse_args()
+    if a.quick:
+        a.size, a.filler, a.repeat = 64 << 20, 64 << 20, 1
+        run_bench.SETTLE_S = 0.2
+    if os.geteuid() != 0:
+        sys.exit("load_bench.py: needs root (FUSE mounts, drop_caches)")
+    if a.readers < 1 or a.repeat < 1 or a.file_size < 1 or a.size < a.file_size:
+        sys.exit("load_bench.py: --readers and --repeat must be >= 1, and --size >= --file-size")
+    builds = a.build or [os.path.join(SRC, "build")]
+    labels = []
+    for b in builds:
+        if not os.access(os.path.join(b, "fs/dlfsd"), os.X_OK):
+            sys.exit(f"load_bench.py: {b}/fs/dlfsd not built (ninja -C {b})")
+        labels.append(f"b{len(labels)}")
+    os.makedirs(a.workdir, exist_ok=True)
+    nfiles = a.size // a.file_size
+    data = os.path.join(a.workdir, f"data-{nfiles}x{a.file_size}")
+    log(f"dataset: {nfiles} files of {a.file_size} bytes under {data}; {a.readers} reader threads")
+    ensure_dataset(data, nfiles, a.file_size, 16)
+    filler = ensure_filler(a.workdir, a.filler)
+    files = list_files(data)
+
+    runs = {"backend": []}
+    for lb in labels:
+        for ph in PHASES[1:]:
+            runs[f"{lb}:{ph}"] = []
+    timelines = {lb: [] for lb in labels}
+    daemons = Daemons()
+    try:
+        for rep in range(a.repeat):
+            names = files[:]
+            random.Random(a.seed + rep).shuffle(names)
+            drop_caches()
+            nbytes, secs, _ = read_all(data, names, a.readers, a.file_size)
+            runs["backend"].append((nbytes / secs / 1e9, 0.0))
+            log(f"rep {rep} backend: {runs['backend'][-1][0]:.2f} GB/s")
+            order = list(zip(labels, builds))
+            if rep % 2:
+                order.reverse()
+            for lb, b in order:
+                got, tl = one_build(a, daemons, lb, os.path.join(b, "fs/dlfsd"), data, names, filler, a.perf, rep)
+                for ph, v in got.items():
+                    runs[f"{lb}:{ph}"].append(v)
+                timelines[lb].append(tl)
+    finally:
+        daemons.stop_all()
+
+    med = {k: statistics.median(x for x, _ in v) for k, v in runs.items()}
+    cpu = {k: statistics.median(c for _, c in v) for k, v in runs.items()}
+    print()
+    print(f"{nfiles} files of {a.file_size >> 10} KiB, {a.readers} readers, shuffled, medians of {a.repeat}")
+    print(f"{'build':<40} {'phase':<9} {'GB/s':>6} {'cpu s':>6}")
+    print(f"{'(backend directory)':<40} {'backend':<9} {med['backend']:6.2f}")
+    result = {"config": vars(a), "builds": dict(zip(labels, builds)), "runs": runs, "median_gbps": med,
+              "median_cpu_s": cpu, "timelines": timelines, "ratios": {}}
+    for lb, b in zip(labels, builds):
+        for ph in PHASES[1:]:
+            print(f"{b[-40:]:<40} {ph:<9} {med[f'{lb}:{ph}']:6.2f} {cpu[f'{lb}:{ph}']:6.2f}")
+        r = {"loading_over_backend": med[f"{lb}:loading"] / med["backend"],
+             "pressure_over_resident": med[f"{lb}:pressure"] / med[f"{lb}:resident"]}
+        result["ratios"][lb] = r
+        done = [t["load_done_s"] for t in timelines[lb] if t["load_done_s"] is not None]
+        done_text = f"load done after {statistics.median(done):.1f}s (median)" if done else "load not seen done"
+        print(f"{'':<40} loading/backend {r['loading_over_backend']:.2f} (target >= 1), pressure/resident "
+              f"{r['pressure_over_resident']:.2f} (target >= 0.8); {done_text}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(result, f, indent=2)
+        print(f"results: {a.json}")
+
+
+if __name__ == "__main__":
+    main()
