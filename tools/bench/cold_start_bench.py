@@ -30,6 +30,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -155,19 +156,36 @@ def walk_bare(root):
     return len(out)
 
 
+def children_cpu():
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def timed_child(argv):
+    """Runs argv; returns its stdout and the CPU seconds (user + system) it used."""
+    before = children_cpu()
+    r = subprocess.run(argv, check=True, capture_output=True, text=True)
+    return r.stdout, children_cpu() - before
+
+
 def python_walk(kind, root):
-    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--walk", kind, root], check=True,
-                       capture_output=True, text=True)
-    entries, seconds = r.stdout.split()
-    return float(seconds), int(entries)
+    out, cpu = timed_child([sys.executable, os.path.abspath(__file__), "--walk", kind, root])
+    entries, seconds = out.split()
+    return float(seconds), cpu
 
 
 # ---- DLFS ----------------------------------------------------------------------
 
 def bench_scan(binary, what, root, threads):
-    r = subprocess.run([binary, "--what", what, "--threads", str(threads), root], check=True, capture_output=True,
-                       text=True)
-    return json.loads(r.stdout)
+    out, cpu = timed_child([binary, "--what", what, "--threads", str(threads), root])
+    return json.loads(out)["seconds"], cpu
+
+
+def process_cpu(pid):
+    """CPU seconds (user + system, all threads) process `pid` has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def mount_up(mnt, parent_dev):
@@ -181,8 +199,9 @@ def mount_up(mnt, parent_dev):
 
 
 def dlfs_mount(dlfsd, root, a, tag, wait_load):
-    """Seconds from starting dlfsd until the mount is up (and, if wait_load,
-    until the load is done); the daemon's own scan_s."""
+    """Seconds from starting dlfsd until the mount is up, the daemon's CPU
+    seconds until then, its own scan_s, and the seconds until the load is
+    done (if wait_load)."""
     mnt = os.path.join(a.workdir, f"mnt-{tag}")
     os.makedirs(mnt, exist_ok=True)
     parent_dev = os.stat(os.path.dirname(mnt)).st_dev
@@ -203,6 +222,7 @@ def dlfs_mount(dlfsd, root, a, tag, wait_load):
                 sys.exit(f"dlfsd ({tag}) not mounted after {a.load_timeout} s; log:\n" + open(log_path).read())
             time.sleep(0.01)
         mounted = time.perf_counter() - t0
+        cpu = process_cpu(proc.pid)
         stats = run_bench.dlfs_stats(mnt)
         scan_s = stats["datasets"][0].get("scan_s")
         loaded = None
@@ -214,7 +234,7 @@ def dlfs_mount(dlfsd, root, a, tag, wait_load):
                 loaded = time.perf_counter() - t0
             else:
                 log(f"dlfsd ({tag}): load not done after {a.load_timeout} s")
-        return mounted, scan_s, loaded
+        return mounted, cpu, scan_s, loaded
     finally:
         daemons.stop_all()
 
@@ -264,21 +284,21 @@ def main():
     root = ensure_tree(a)
 
     targets = {
-        "stat walk": lambda: python_walk("stat", root)[0],
-        "bare walk": lambda: python_walk("bare", root)[0],
-        "scan": lambda: bench_scan(scanner, "scan", root, a.threads)["seconds"],
-        "manifest": lambda: bench_scan(scanner, "manifest", root, a.threads)["seconds"],
+        "stat walk": lambda: python_walk("stat", root),
+        "bare walk": lambda: python_walk("bare", root),
+        "scan": lambda: bench_scan(scanner, "scan", root, a.threads),
+        "manifest": lambda: bench_scan(scanner, "manifest", root, a.threads),
     }
     loads = {}
     daemon_scan = {}
 
     def mount_target(binary, tag):
         def run():
-            mounted, scan_s, loaded = dlfs_mount(binary, root, a, tag, not a.skip_load)
+            mounted, cpu, scan_s, loaded = dlfs_mount(binary, root, a, tag, not a.skip_load)
             daemon_scan.setdefault(tag, []).append(scan_s)
             if loaded is not None:
                 loads.setdefault(tag, []).append(loaded)
-            return mounted
+            return mounted, cpu
         return run
 
     targets["mount"] = mount_target(dlfsd, "new")
@@ -286,22 +306,26 @@ def main():
         targets["mount old"] = mount_target(old, "old")
 
     runs = {k: [] for k in targets}
+    cpus = {k: [] for k in targets}
     names = list(targets)
     for r in range(a.repeat):
         order = names[r % len(names):] + names[:r % len(names)]
         for name in order:
             drop_caches()
-            s = targets[name]()
+            s, cpu = targets[name]()
             runs[name].append(s)
-            log(f"run {r + 1}/{a.repeat} {name}: {s:.2f} s")
+            cpus[name].append(cpu)
+            log(f"run {r + 1}/{a.repeat} {name}: {s:.2f} s, {cpu:.2f} s CPU")
 
     med = {k: statistics.median(v) for k, v in runs.items()}
-    base = med["stat walk"]
+    med_cpu = {k: statistics.median(v) for k, v in cpus.items()}
+    base, base_cpu = med["stat walk"], med_cpu["stat walk"]
     print(f"\nCold start, {a.files:,} files of {a.size} B in {a.dirs:,} directories (depth {a.depth}), "
-          f"medians of {a.repeat} cold runs:")
-    print(f"{'target':<12} {'median s':>9} {'/ stat walk':>12}   runs")
+          f"medians of {a.repeat} cold runs (CPU: user + system, every thread):")
+    print(f"{'target':<12} {'median s':>9} {'/ stat walk':>12} {'CPU s':>7} {'/ stat walk':>12}   runs (s)")
     for k in names:
-        print(f"{k:<12} {med[k]:>9.2f} {med[k] / base:>11.2f}x   " + " ".join(f"{s:.2f}" for s in runs[k]))
+        print(f"{k:<12} {med[k]:>9.2f} {med[k] / base:>11.2f}x {med_cpu[k]:>7.2f} {med_cpu[k] / base_cpu:>11.2f}x   " +
+              " ".join(f"{s:.2f}" for s in runs[k]))
     for tag, v in daemon_scan.items():
         v = [x for x in v if x is not None]
         if v:
@@ -311,7 +335,7 @@ def main():
               " ".join(f"{s:.1f}" for s in v) + ")")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"args": {k: v for k, v in vars(a).items() if k != "walk"}, "runs": runs, "medians": med,
+            json.dump({"args": {k: v for k, v in vars(a).items() if k != "walk"}, "runs": runs, "cpu_s": cpus, "medians": med,
                        "daemon_scan_s": daemon_scan, "load_s": loads}, f, indent=2)
 
 
