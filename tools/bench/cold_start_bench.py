@@ -13,7 +13,8 @@ targets taking turns in a rotating order, --repeat times:
   mount       from starting dlfsd until its mount is up and the dataset's
               directory lists (the daemon scans, builds and mounts)
   [mount old] the same with --against's dlfsd (another build), if given
-Printed: medians, and ratios against the stat walk. For information also the
+Printed: medians of wall time and of CPU time (user + system, every thread;
+steadier on a busy machine), and ratios against the stat walk. For information also the
 daemon's own scan time (`scan_s` in .dlfs/stats) and the time until the load
 is complete (.dlfs/stats, load.state "done"), unless --skip-load.
 
