@@ -229,7 +229,8 @@ Result<ScanResult> scan_tree(const std::string& root, ScanReport& report, const 
   if (::access(root.c_str(), R_OK | X_OK) != 0) return Status::from_errno(errno, what);
 
   DirQueue queue(PendingDir{"", mtime_of(st), st.st_mode & 07777u});
-  const unsigned want = options.threads ? options.threads : default_scan_threads();
+  // Each worker holds a 128 KiB listing buffer: a bound keeps a silly request cheap.
+  const unsigned want = std::min(options.threads ? options.threads : default_scan_threads(), 256u);
   std::vector<Worker> workers(want);
   std::vector<std::thread> threads;
   for (unsigned i = 1; i < want; ++i) {
