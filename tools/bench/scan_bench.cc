@@ -4,6 +4,7 @@
 // tables, samples of the files format). Prints one JSON line.
 //
 // usage: dlfs-bench-scan [--what scan|manifest] [--threads N] ROOT
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("{\"what\": \"%s\", \"threads\": %u, \"seconds\": %.6f, \"dirs\": %llu, \"files\": %llu, "
               "\"skipped\": %llu}\n",
-              what.c_str(), what == "scan" && threads ? threads : pv::default_scan_threads(), s,
+              what.c_str(), what == "scan" && threads ? std::min(threads, 256u) : pv::default_scan_threads(), s,
               static_cast<unsigned long long>(dirs), static_cast<unsigned long long>(files),
               static_cast<unsigned long long>(report.skipped_symlinks + report.skipped_special + report.unreadable));
   return 0;
