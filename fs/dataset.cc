@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -26,10 +28,20 @@ uint64_t manifest_fingerprint(const provenance::Manifest& m) {
   add(&o.record_size, sizeof o.record_size);
   add(&o.header_bytes, sizeof o.header_bytes);
   add(o.group_by.data(), o.group_by.size() + 1);
+  // Directory paths once (a parent's id is below its children's: ids follow
+  // path order), not once per file as file_path() would.
+  std::vector<std::string> dir_paths(m.dir_count());
+  for (uint32_t d = 1; d < m.dir_count(); ++d) {
+    const std::string& parent = dir_paths[m.dir_parent(d)];
+    dir_paths[d].reserve(parent.size() + 1 + m.dir_name(d).size());
+    dir_paths[d].append(parent).append(parent.empty() ? "" : "/").append(m.dir_name(d));
+  }
+  std::string path;
   for (uint32_t f = 0; f < m.file_count(); ++f) {
-    std::string path = m.file_path(f);
+    const std::string& dir = dir_paths[m.file_parent(f)];
+    path.assign(dir).append(dir.empty() ? "" : "/").append(m.file_name(f));
     uint64_t size = m.file_size(f);
-    add(path.data(), path.size() + 1);
+    add(path.data(), path.size() + 1);  // the same bytes as file_path(f) and its NUL
     add(&size, sizeof size);
   }
   uint64_t h = XXH3_64bits_digest(st);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 
 #include <spdlog/spdlog.h>
@@ -23,7 +24,16 @@ std::string_view basename_of(std::string_view path) {
   return slash == std::string_view::npos ? path : path.substr(slash + 1);
 }
 
-bool by_path(const ScannedEntry& a, const ScannedEntry& b) { return a.path < b.path; }
+// Byte-wise order of a file's name against a subdirectory's name followed by
+// '/': in a directory, that is the order of every full path below it (all
+// paths below subdirectory "x" start with "x/", and no name holds a '/').
+bool file_before_subdir(std::string_view file, std::string_view subdir) {
+  size_t common = std::min(file.size(), subdir.size());
+  int c = std::memcmp(file.data(), subdir.data(), common);
+  if (c != 0) return c < 0;
+  if (file.size() <= subdir.size()) return true;  // a prefix of "subdir/" (never equal to it)
+  return static_cast<unsigned char>(file[common]) < static_cast<unsigned char>('/');
+}
 
 // Groups `child_count` children by parent id into a CSR layout. Children are
 // visited in id order, which is name order within a parent (ids follow the
@@ -41,56 +51,125 @@ void group_by_parent(const std::vector<uint32_t>& parent_of_child, uint32_t pare
 }  // namespace
 
 // Builds the tables of a Manifest from a scan (a friend of Manifest).
+//
+// Directory ids follow the byte-wise order of full paths (one sort of the
+// directories). File ids must too, but files are many: rather than sorting
+// every full path, each directory's files are sorted by name and a walk from
+// the root emits them, taking a directory's files and subdirectories in
+// file_before_subdir order, which is the order of the full paths below it.
 struct ManifestBuilder {
   static Status fill(Manifest& m, ScanResult& scan) {
-    std::sort(scan.dirs.begin(), scan.dirs.end(), by_path);  // root ("") sorts first
-    std::sort(scan.files.begin(), scan.files.end(), by_path);
-    if (scan.files.size() >= (1ull << 32) - 1 || scan.dirs.size() >= (1ull << 32) - 1)
+    auto& sd = scan.dirs;
+    const uint64_t nf64 = scan.file_count();
+    if (nf64 >= (1ull << 32) - 1 || sd.size() >= (1ull << 32) - 1)
       return Status(EFBIG, "more than 4 billion files or directories");
+    const uint32_t nd = static_cast<uint32_t>(sd.size());
 
+    // Directory ids: scan order -> sorted by path (root "" first).
+    std::vector<uint32_t> by_id(nd);
+    std::iota(by_id.begin(), by_id.end(), 0u);
+    std::sort(by_id.begin(), by_id.end(), [&](uint32_t a, uint32_t b) { return sd[a].path < sd[b].path; });
     auto dir_id = [&](std::string_view path) -> uint32_t {
-      auto it = std::lower_bound(scan.dirs.begin(), scan.dirs.end(), path,
-                                 [](const ScannedEntry& e, std::string_view p) { return e.path < p; });
-      return static_cast<uint32_t>(it - scan.dirs.begin());
+      auto it = std::lower_bound(by_id.begin(), by_id.end(), path,
+                                 [&](uint32_t d, std::string_view p) { return sd[d].path < p; });
+      return static_cast<uint32_t>(it - by_id.begin());
     };
-    auto add_name = [&](std::string_view name, std::vector<uint32_t>& off, std::vector<uint8_t>& len) -> Status {
-      if (m.names_.size() + name.size() > UINT32_MAX) return Status(EFBIG, "file names exceed 4 GiB");
+
+    uint64_t name_bytes = 0;
+    for (const auto& d : sd) name_bytes += basename_of(d.path).size() + d.names.size();
+    if (name_bytes > UINT32_MAX) return Status(EFBIG, "file names exceed 4 GiB");
+    m.names_.reserve(name_bytes);
+    auto add_name = [&](std::string_view name, std::vector<uint32_t>& off, std::vector<uint8_t>& len) {
       off.push_back(static_cast<uint32_t>(m.names_.size()));
       len.push_back(static_cast<uint8_t>(name.size()));
       m.names_.append(name);
-      return Status::ok();
     };
 
-    const size_t nd = scan.dirs.size(), nf = scan.files.size();
-    m.dir_parent_.reserve(nd);
-    for (size_t d = 0; d < nd; ++d) {
-      const auto& e = scan.dirs[d];
-      DLFS_RETURN_IF_ERROR(add_name(basename_of(e.path), m.dir_name_off_, m.dir_name_len_));
+    for (auto* v : {&m.dir_name_off_, &m.dir_parent_, &m.dir_mode_}) v->reserve(nd);
+    m.dir_name_len_.reserve(nd);
+    m.dir_mtime_ns_.reserve(nd);
+    for (uint32_t d = 0; d < nd; ++d) {
+      const auto& e = sd[by_id[d]];
+      add_name(basename_of(e.path), m.dir_name_off_, m.dir_name_len_);
+      // A parent that is missing (unlistable) cannot have listed children; root's parent is root.
       m.dir_parent_.push_back(d == 0 ? 0 : dir_id(parent_of(e.path)));
       m.dir_mtime_ns_.push_back(e.mtime_ns);
       m.dir_mode_.push_back(e.mode);
     }
+    group_by_parent(m.dir_parent_, nd, 1, m.dir_subdirs_begin_, m.dir_subdir_ids_);
+
+    // Each directory's files by name; its subdirectories (name order now) by name + '/'.
+    for (auto& d : sd) {
+      std::string_view names = d.names;
+      std::sort(d.files.begin(), d.files.end(), [names](const ScannedFile& a, const ScannedFile& b) {
+        return names.substr(a.name_off, a.name_len) < names.substr(b.name_off, b.name_len);
+      });
+    }
+    std::vector<uint32_t> walk_subdirs = m.dir_subdir_ids_;
+    for (uint32_t d = 0; d < nd; ++d) {
+      auto first = walk_subdirs.begin() + m.dir_subdirs_begin_[d], last = walk_subdirs.begin() + m.dir_subdirs_begin_[d + 1];
+      std::sort(first, last, [&](uint32_t a, uint32_t b) {
+        std::string_view x = m.dir_name(a), y = m.dir_name(b);
+        size_t common = std::min(x.size(), y.size());  // "x/" against "y/"
+        int c = std::memcmp(x.data(), y.data(), common);
+        if (c != 0) return c < 0;
+        if (x.size() == y.size()) return false;
+        unsigned char cx = x.size() > common ? x[common] : '/', cy = y.size() > common ? y[common] : '/';
+        return cx < cy;
+      });
+    }
+
+    const size_t nf = static_cast<size_t>(nf64);
+    for (auto* v : {&m.file_name_off_, &m.file_parent_}) v->reserve(nf);
+    m.file_name_len_.reserve(nf);
     m.file_offset_.reserve(nf + 1);
+    m.file_mtime_ns_.reserve(nf);
+    m.file_mode_.reserve(nf);
+    m.file_inode_.reserve(nf);
+    m.file_device_.reserve(nf);
     m.file_offset_.push_back(0);
-    for (const auto& e : scan.files) {
-      DLFS_RETURN_IF_ERROR(add_name(basename_of(e.path), m.file_name_off_, m.file_name_len_));
-      m.file_parent_.push_back(dir_id(parent_of(e.path)));
-      m.file_offset_.push_back(m.file_offset_.back() + e.size);
-      m.file_mtime_ns_.push_back(e.mtime_ns);
-      m.file_mode_.push_back(static_cast<uint16_t>(e.mode));
-      m.file_inode_.push_back(e.inode);
-      DLFS_RETURN_IF_ERROR(add_device(m, e.device));
+    // Explicit stack: a deep tree must not overflow ours.
+    struct Frame {
+      uint32_t dir;
+      size_t file = 0, subdir = 0;
+    };
+    std::vector<Frame> stack{{0}};
+    while (!stack.empty()) {
+      Frame& f = stack.back();
+      const ScannedDir& dir = sd[by_id[f.dir]];
+      const size_t sub_end = m.dir_subdirs_begin_[f.dir + 1] - m.dir_subdirs_begin_[f.dir];
+      const uint32_t* subs = walk_subdirs.data() + m.dir_subdirs_begin_[f.dir];
+      if (f.file < dir.files.size() &&
+          (f.subdir == sub_end || file_before_subdir(dir.file_name(dir.files[f.file]), m.dir_name(subs[f.subdir])))) {
+        const ScannedFile& e = dir.files[f.file++];
+        add_name(dir.file_name(e), m.file_name_off_, m.file_name_len_);
+        m.file_parent_.push_back(f.dir);
+        m.file_offset_.push_back(m.file_offset_.back() + e.size);
+        m.file_mtime_ns_.push_back(e.mtime_ns);
+        m.file_mode_.push_back(e.mode);
+        m.file_inode_.push_back(e.inode);
+        DLFS_RETURN_IF_ERROR(add_device(m, e.device));
+      } else if (f.subdir < sub_end) {
+        uint32_t next = subs[f.subdir++];
+        stack.push_back({next});  // invalidates f
+      } else {
+        stack.pop_back();
+      }
     }
     m.total_bytes_ = m.file_offset_.back();
-
-    group_by_parent(m.dir_parent_, static_cast<uint32_t>(nd), 1, m.dir_subdirs_begin_, m.dir_subdir_ids_);
-    group_by_parent(m.file_parent_, static_cast<uint32_t>(nd), 0, m.dir_files_begin_, m.dir_file_ids_);
+    // File ids within a parent are consecutive runs in name order, so this
+    // lists each directory's files by name.
+    group_by_parent(m.file_parent_, nd, 0, m.dir_files_begin_, m.dir_file_ids_);
     // Directory 0 (the root) is nobody's child.
     return Status::ok();
   }
 
   // Files store an index into the few distinct devices (2 bytes, not 8).
   static Status add_device(Manifest& m, uint64_t device) {
+    if (!m.file_device_.empty() && m.devices_[m.file_device_.back()] == device) {  // as the file before
+      m.file_device_.push_back(m.file_device_.back());
+      return Status::ok();
+    }
     auto it = std::find(m.devices_.begin(), m.devices_.end(), device);
     if (it == m.devices_.end()) {
       if (m.devices_.size() > UINT16_MAX) return Status(EFBIG, "files on more than 65536 filesystems below the root");
