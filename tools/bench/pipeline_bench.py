@@ -488,9 +488,13 @@ def main():
                             log(f"rep {rep} {s.label} {b} {v} epoch {epoch}: {n / dt:,.0f} samples/s")
                     slot.stop()
     finally:
-        slot.stop()
-        for m in reversed(mounts):
-            m.close()
+        with teardown.signals_blocked():  # a signal or a dying DataLoader worker must not cut this short
+            try:
+                slot.stop()
+            except Exception as e:
+                log(f"stopping dlfsd failed: {e}")
+            for m in reversed(mounts):
+                m.close()
     summary = summarize(a, sizes, runs)
     report(a, sizes, summary)
     if a.json:

@@ -3,6 +3,7 @@ have in common: set up in steps, each step registering its undo, everything undo
 last-first on exit, errors and signals; and the same command line
 (`check`, `mount SRC MNT`, `run SRC MNT -- CMD`)."""
 import argparse
+import contextlib
 import os
 import signal
 import subprocess
@@ -40,6 +41,21 @@ def exit_on_signals():
         signal.signal(s, handler)
 
 
+# Held off while tearing down: a second SIGTERM, or a SIGCHLD on which PyTorch's
+# DataLoader handler raises (a worker was killed), would otherwise abort the teardown
+# half-way and leave mounts and servers behind. They are delivered once it is done.
+TEARDOWN_BLOCKED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD}
+
+
+@contextlib.contextmanager
+def signals_blocked():
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, TEARDOWN_BLOCKED)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 class Setup:
     """A context manager built in steps. Subclasses define `unavailable_reason()`
     (None or one line), `_setup()` (calls `self.undo(fn)` after each step it takes)
@@ -66,11 +82,12 @@ class Setup:
         self.close()
 
     def close(self):
-        while self._undo:
-            try:
-                self._undo.pop()()
-            except Exception as e:  # keep tearing down the rest
-                self.log(f"teardown step failed: {e}")
+        with signals_blocked():
+            while self._undo:
+                try:
+                    self._undo.pop()()
+                except Exception as e:  # keep tearing down the rest
+                    self.log(f"teardown step failed: {e}")
 
 
 def main_cli(name, doc, add_options, reason, make):
