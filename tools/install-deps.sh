@@ -24,8 +24,10 @@ packages=(
   python3-pip python3-setuptools
   # benchmarks; python3-matplotlib draws their PNG figures (tools/bench/plots.py)
   fio python3-matplotlib
-  # the NFS backend of tools/bench/pipeline_bench.py (tools/bench/nfs_backend.py; needs a kernel with nfsd)
-  nfs-kernel-server nfs-common
+  # the sshfs backend of tools/bench/pipeline_bench.py (tools/bench/sshfs_backend.py starts its own sshd).
+  # The NFS backend's packages are not listed: this project's kernels have no nfsd nor NFS client;
+  # `tools/bench/nfs_backend.py check` names them where a kernel can run it.
+  sshfs openssh-server
 )
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -43,6 +45,15 @@ if [ ${#missing[@]} -eq 0 ]; then
 fi
 echo "install-deps.sh: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# Installing openssh-server makes its postinst start and enable the system's sshd (port 22, all
+# addresses); DLFS never needs it. Where openssh-server is new, Debian's documented off switch
+# /etc/ssh/sshd_not_to_be_run (checked by ssh.service and /etc/init.d/ssh) keeps it from starting;
+# delete that file to run the system's sshd. Where it was installed before, nothing changes.
+if [[ " ${missing[*]} " == *" openssh-server "* ]] && [ ! -e /etc/ssh/sshd_config ]; then
+  mkdir -p /etc/ssh
+  echo "created by DLFS's tools/install-deps.sh: the system's sshd stays off; delete to enable it" \
+    >/etc/ssh/sshd_not_to_be_run
+fi
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "install-deps.sh: done"

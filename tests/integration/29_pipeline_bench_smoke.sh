@@ -2,22 +2,43 @@
 # The PyTorch pipeline benchmark (tools/bench/pipeline_bench.py) runs end to end
 # in quick mode: every (size, backend, variant, epoch) has a positive samples/s
 # and positive ratios in its JSON, and nothing stays mounted or exported.
-# Speeds are not judged here. Argument: local (default) or nfs; nfs also needs
-# local (its ratios are against local files) and skips (77) with the reason when
-# this machine cannot run an NFS server and client (tools/bench/nfs_backend.py check).
+# Speeds are not judged here. Argument: the backends besides local (whose files
+# every ratio is also against):
+#   local  (default) local only;
+#   sshfs  local,sshfs: a private sshd and an sshfs mount (tools/bench/sshfs_backend.py);
+#          runs wherever FUSE does, so it fails, not skips, when sshfs_backend.py check
+#          says no (tools/install-deps.sh installs sshfs and openssh-server);
+#   nfs    local,nfs: skips (77) with the reason where the kernel has no NFS server
+#          and client (tools/bench/nfs_backend.py check), as on this project's machines.
 source "$(dirname "$0")/lib.sh"
 require_fuse
 mode=${1:-local}
 bench=$(dirname "$0")/../../tools/bench
-backends=local
-if [ "$mode" = nfs ]; then
-  reason=$("$PYTHON" "$bench/nfs_backend.py" check) || {
-    rc=$?
-    [ $rc -eq 77 ] && skip "$reason"
-    fail "nfs_backend.py check failed ($rc): $reason"
-  }
-  backends=local,nfs
-fi
+case "$mode" in
+  local) backends=local ;;
+  sshfs | nfs)
+    reason=$("$PYTHON" "$bench/${mode}_backend.py" check) || {
+      rc=$?
+      [ $rc -eq 77 ] && [ "$mode" = nfs ] && skip "$reason"
+      fail "${mode}_backend.py check failed ($rc): $reason"
+    }
+    backends=local,$mode ;;
+  *) fail "unknown mode '$mode' (local, sshfs or nfs)" ;;
+esac
+# The backends' temporary files (sshfs: sshd config and keys) go under $WORK: the
+# checks at the end find whatever they leave.
+export TMPDIR=$WORK/tmp
+mkdir -p "$TMPDIR"
+# If the benchmark itself was killed before its teardown: unmount what it left under
+# $WORK and stop what it left running, before lib.sh deletes $WORK.
+leftovers() {
+  local m pid
+  for m in $(awk -v w="$WORK/" 'index($2, w) == 1 {print $2}' /proc/mounts | sort -r); do
+    umount -l "$m" 2>/dev/null || true
+  done
+  for pid in $(pgrep -f "$WORK/" || true); do kill -TERM "$pid" 2>/dev/null || true; done
+}
+CLEANUP_HOOKS+=(leftovers)
 "$PYTHON" -c 'import torch' 2>/dev/null || fail "python3-torch is not installed (tools/install-deps.sh installs it)"
 build_dir=$(dirname "$(dirname "$DLFSD")")
 "$PYTHON" "$bench/pipeline_bench.py" --quick --backends "$backends" --build "$build_dir" --workdir "$WORK/bench" \
@@ -40,6 +61,9 @@ for size in ("small", "large"):
                 for k in ("samples_s", "ratio_backend_files", "ratio_local_files"):
                     if not isinstance(c.get(k), (int, float)) or c[k] <= 0:
                         bad.append(f"{size}/{b}/{v}/{e}: {k} = {c.get(k)!r}")
+for b in backends[1:]:  # the shared backend was mounted, with the options it reports
+    if not res["config"].get("mount_options", {}).get(b):
+        bad.append(f"config: no mount options for backend {b}")
 # --quick is one repetition: one run per cell, none lost or doubled
 if len(res["runs"]) != cells:
     bad.append(f"{len(res['runs'])} runs for {cells} summary cells")
@@ -48,6 +72,10 @@ if bad:
 print(f"pipeline JSON: {cells} cells, every figure positive")
 EOF
 grep -qE " $WORK/bench/" /proc/mounts && fail "the benchmark left a mount: $(grep " $WORK/bench/" /proc/mounts)"
+left=$(ls -A "$TMPDIR")
+[ -z "$left" ] || fail "the benchmark left temporary files: $left"
+procs=$(pgrep -a -f "$WORK/" || true)
+[ -z "$procs" ] || fail "the benchmark left processes running: $procs"
 if [ "$mode" = nfs ] && command -v exportfs >/dev/null; then
   exportfs -v | grep -q "$WORK/bench" && fail "the benchmark left an export: $(exportfs -v)"
 fi

@@ -43,13 +43,12 @@ CLI:
   nfs_backend.py run SRC MNT [--vers ..] [--latency-ms N] -- CMD ...
                                               run CMD with the mount present, tear down
 """
-import argparse
 import os
 import shutil
-import signal
 import subprocess
-import sys
 import time
+
+from teardown import Setup, Unavailable, main_cli, run, stop_process
 
 NFSD_DIR = "/proc/fs/nfsd"
 MOUNT_OPTIONS = "ro,proto=tcp,hard,nconnect=4"
@@ -58,19 +57,8 @@ TOOLS = {"exportfs": "nfs-kernel-server", "rpc.nfsd": "nfs-kernel-server", "rpc.
          "rpcbind": "rpcbind (a dependency of nfs-common)", "mount.nfs": "nfs-common", "nsenter": "util-linux"}
 
 
-class NfsUnavailable(RuntimeError):
-    """NFS cannot run on this machine; the message says why, in one line."""
-
-
 def log(msg):
     print(f"[nfs] {msg}", flush=True)
-
-
-def run(argv, check=True, **kw):
-    r = subprocess.run(argv, capture_output=True, text=True, **kw)
-    if check and r.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed ({r.returncode}): {(r.stderr or r.stdout).strip()}")
-    return r
 
 
 def _filesystems():
@@ -129,7 +117,7 @@ class _LatencyLink:
         for prefix, dev in (([], self.host_if), (inside, self.ns_if)):
             r = run(prefix + ["tc", "qdisc", "add", "dev", dev, "root", "netem", "delay", half], check=False)
             if r.returncode != 0:
-                raise NfsUnavailable(f"tc netem on {dev} failed (kernel without CONFIG_NET_SCH_NETEM?): "
+                raise Unavailable(f"tc netem on {dev} failed (kernel without CONFIG_NET_SCH_NETEM?): "
                                      f"{(r.stderr or r.stdout).strip()}")
 
     def down(self):
@@ -139,26 +127,40 @@ class _LatencyLink:
             self.created = False
 
 
-class NfsMount:
+class NfsMount(Setup):
     """`with NfsMount(src, mnt) as m:` exports `src` and mounts it read-only at `mnt`.
 
     m.mountpoint: the NFS mount; m.run_prefix: argv prefix to run a command in the
     client's network namespace ([] without latency)."""
 
     def __init__(self, src, mountpoint, vers="4.2", latency_ms=0, options=MOUNT_OPTIONS):
+        super().__init__()
         self.src, self.mountpoint = os.path.realpath(src), os.path.abspath(mountpoint)
         self.vers, self.latency_ms, self.options = str(vers), latency_ms, options
         self.link = _LatencyLink(latency_ms) if latency_ms > 0 else None
         self.client = self.link.ns_ip if self.link else "127.0.0.1"
         self.server = self.link.host_ip if self.link else "127.0.0.1"
         self.run_prefix = ["nsenter", f"--net=/var/run/netns/{self.link.ns}"] if self.link else []
-        self._undo = []  # how to undo each step taken, undone last first
+
+    log = staticmethod(log)
+
+    def unavailable_reason(self):
+        return unavailable_reason(self.latency_ms)
+
+    def _setup(self):
+        if self.link:
+            self.undo(self.link.down)
+            self.link.up()
+        self._start_server()
+        self._export()
+        self._mount()
+        self.wait_ready()
 
     # -- server -------------------------------------------------------------
     def _start_server(self):
         if not os.path.ismount(NFSD_DIR):
             run(["mount", "-t", "nfsd", "nfsd", NFSD_DIR])
-            self._undo.append(lambda: run(["umount", NFSD_DIR], check=False))
+            self.undo(lambda: run(["umount", NFSD_DIR], check=False))
         if not _pidof("rpcbind"):
             self._spawn(["rpcbind", "-f"])
             time.sleep(0.3)
@@ -166,12 +168,12 @@ class NfsMount:
             self._spawn(["rpc.mountd", "-F", "--no-udp"])
         if _nfsd_threads() == 0:
             run(["rpc.nfsd", "-G", str(GRACE_S), "-L", str(GRACE_S), "8"])
-            self._undo.append(lambda: run(["rpc.nfsd", "0"], check=False))
+            self.undo(lambda: run(["rpc.nfsd", "0"], check=False))
             log(f"started nfsd (8 threads, grace {GRACE_S} s)")
 
     def _spawn(self, argv):
         p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self._undo.append(lambda: _stop(p))  # stopped in reverse order of start, like every other step
+        self.undo(lambda: stop_process(p))  # stopped in reverse order of start, like every other step
         time.sleep(0.2)
         if p.poll() is not None:
             raise RuntimeError(f"{argv[0]} exited with {p.returncode} at start")
@@ -180,7 +182,7 @@ class NfsMount:
         fsid = 7000 + os.getpid() % 1000
         spec = f"{self.client}:{self.src}"
         run(["exportfs", "-i", "-o", f"ro,no_subtree_check,no_root_squash,insecure,fsid={fsid}", spec])
-        self._undo.append(lambda: run(["exportfs", "-u", spec], check=False))
+        self.undo(lambda: run(["exportfs", "-u", spec], check=False))
 
     # -- client -------------------------------------------------------------
     def _mount(self):
@@ -188,7 +190,7 @@ class NfsMount:
         opts = f"{self.options},vers={self.vers}" + (",nolock" if self.vers.startswith("3") else "")
         argv = self.run_prefix + ["mount", "-t", "nfs", "-o", opts, f"{self.server}:{self.src}", self.mountpoint]
         run(argv)
-        self._undo.append(self._umount)
+        self.undo(self._umount)
         log(f"mounted {self.server}:{self.src} at {self.mountpoint} ({opts}"
             + (f", +{self.latency_ms} ms round trip" if self.link else "") + ")")
 
@@ -210,44 +212,6 @@ class NfsMount:
         if time.time() - t0 > 1:
             log(f"first open took {time.time() - t0:.1f} s (server grace period)")
 
-    def __enter__(self):
-        reason = unavailable_reason(self.latency_ms)
-        if reason:
-            raise NfsUnavailable(reason)
-        try:
-            if self.link:
-                self.link.up()
-            self._start_server()
-            self._export()
-            self._mount()
-            self.wait_ready()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def close(self):
-        while self._undo:
-            try:
-                self._undo.pop()()
-            except Exception as e:  # keep tearing down the rest
-                log(f"teardown step failed: {e}")
-        if self.link:
-            self.link.down()
-
-
-def _stop(p):
-    if p.poll() is None:
-        p.terminate()
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
 
 def _pidof(name):
     return subprocess.run(["pidof", name], capture_output=True).returncode == 0
@@ -261,51 +225,15 @@ def _nfsd_threads():
         return 0
 
 
-def exit_on_signals():
-    """SIGTERM/SIGHUP raise SystemExit, so `with NfsMount(...)` tears down."""
-    def handler(signum, _frame):
-        raise SystemExit(128 + signum)
-    for s in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, handler)
+def _options(p, cmd):
+    p.add_argument("--latency-ms", type=float, default=0, help="added round trip (netem, half each way)")
+    if cmd != "check":
+        p.add_argument("--vers", default="4.2", choices=["4.2", "4.1", "4", "3"])
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    c = sub.add_parser("check", help="exit 0 if an NFS backend can run here, 77 (with the reason) if not")
-    c.add_argument("--latency-ms", type=float, default=0)
-    for name in ("mount", "run"):
-        p = sub.add_parser(name)
-        p.add_argument("src")
-        p.add_argument("mountpoint")
-        p.add_argument("--vers", default="4.2", choices=["4.2", "4.1", "4", "3"])
-        p.add_argument("--latency-ms", type=float, default=0, help="added round trip (netem, half each way)")
-        if name == "run":
-            p.add_argument("command", nargs=argparse.REMAINDER)
-    a = ap.parse_args()
-    if a.cmd == "check":
-        reason = unavailable_reason(a.latency_ms)
-        print(reason or "NFS backend available")
-        sys.exit(77 if reason else 0)
-    if not os.path.isdir(a.src):
-        sys.exit(f"nfs_backend.py: {a.src}: not a directory")
-    exit_on_signals()
-    try:
-        with NfsMount(a.src, a.mountpoint, a.vers, a.latency_ms) as m:
-            if a.cmd == "mount":
-                log("mounted; SIGINT or SIGTERM unmounts and stops the server")
-                try:
-                    signal.pause()
-                except KeyboardInterrupt:
-                    pass
-                return
-            cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
-            if not cmd:
-                sys.exit("nfs_backend.py run: give a command after --")
-            sys.exit(subprocess.run(m.run_prefix + cmd).returncode)
-    except NfsUnavailable as e:
-        print(f"nfs_backend.py: NFS unavailable: {e}", file=sys.stderr)
-        sys.exit(77)
+    main_cli("nfs", __doc__, _options, lambda a: unavailable_reason(a.latency_ms),
+             lambda a: NfsMount(a.src, a.mountpoint, a.vers, a.latency_ms))
 
 
 if __name__ == "__main__":

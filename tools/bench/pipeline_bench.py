@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """PyTorch pipeline benchmark (issue 15): samples/s of a training input pipeline as a
-user runs it, DLFS against plain files, on a local backend and on a real NFS mount
-of the same directory; every figure printed is measured in this run.
+user runs it, DLFS against plain files, on a local backend and on real network
+filesystem mounts of the same directory (NFS, sshfs); every figure printed is
+measured in this run.
 
 Each measurement is one PyTorch DataLoader (num_workers=--workers, batch_size=--batch)
 run for two epochs: `drop_caches` right before epoch 1 (the backend's and every
@@ -12,7 +13,7 @@ after it. An epoch is timed from creating the loader's iterator to its last batc
   files  map-style Dataset over the backend's files, shuffle=True: __getitem__ is
          `with open(path, "rb") as f: return f.read()`, the usual user code.
   raw    the same Dataset over a dlfsd's raw/ tree, the dlfsd mounted over that
-         backend (the local directory, or the NFS mount).
+         backend (the local directory, the NFS mount or the sshfs mount).
   views  streaming epoch views with the Python client (python/dlfs): an
          IterableDataset in which DataLoader worker k reads rank k of a W=workers view,
          `dlfs.TarView(ds, e, k, W).samples()` (epochs/<e>/<W>/<k>.tar); epoch 2 reads
@@ -34,10 +35,17 @@ to Python. Sample counts are checked per epoch.
 
 Datasets (cached under --workdir/data): --small-count files of --small-size (default
 200,000 x 3 KiB) and --large-count of --large-size (60,000 x 110 KiB, fixed size by
-default), tools/gen_dataset.py via run_bench.ensure_dataset. The NFS backend
-(tools/bench/nfs_backend.py: nfs-kernel-server over loopback, NFSv4.2, read-only,
-nconnect=4, default attribute caching; --latency-ms adds netem delay in a network
-namespace) exports --workdir/data; both are set up and torn down by this script.
+default), tools/gen_dataset.py via run_bench.ensure_dataset. Shared backends serve
+--workdir/data over loopback and are set up and torn down by this script:
+  nfs    tools/bench/nfs_backend.py: nfs-kernel-server, NFSv4.2, read-only,
+         nconnect=4, default attribute caching; --latency-ms adds netem delay in a
+         network namespace. Needs a kernel with nfsd and the NFS client.
+  sshfs  tools/bench/sshfs_backend.py: a private sshd on 127.0.0.1 and a read-only
+         sshfs mount, every open an SFTP round trip, NFS-like attribute caching.
+         Runs wherever FUSE does (the NFS stand-in on kernels without NFS).
+By default the backends are local plus every shared backend this machine can run
+(one line on stderr says why one is left out); a shared backend named in --backends
+that cannot run is an error (exit 77).
 
 Repetitions (--repeat, default 3) alternate the order of backends and of variants;
 printed figures are medians, ratios are computed per repetition (against `files` of
@@ -46,7 +54,7 @@ requests per sample come from the dlfsd's stats ("fuse": {"requests": per-opcode
 counts}, read with the build's dlfs-ctl over the control socket, else from
 /.dlfs/stats) when it has them, else n/a.
 
-usage: pipeline_bench.py [--build DIR] [--workdir DIR] [--backends local,nfs]
+usage: pipeline_bench.py [--build DIR] [--workdir DIR] [--backends local,nfs,sshfs]
                          [--variants files,raw,views,bin] [--sizes small,large]
                          [--small-count 200000] [--small-size 3K] [--large-count 60000]
                          [--large-size 110K] [--large-jitter 0] [--repeat 3] [--workers 2]
@@ -66,6 +74,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import nfs_backend  # noqa: E402
 import run_bench  # noqa: E402
+import sshfs_backend  # noqa: E402
+import teardown  # noqa: E402
 from run_bench import Daemons, SRC, dlfs_loaded, dlfs_stats, drop_caches, ensure_dataset, log, size_arg  # noqa: E402
 
 sys.path.insert(0, os.path.join(SRC, "python"))
@@ -81,15 +91,17 @@ except ImportError:
 MiB = 1 << 20
 VARIANTS = ("files", "raw", "views", "bin")
 LABELS = {"files": "map-style files", "raw": "map-style raw/", "views": "views (TarView)", "bin": ".bin batches"}
+SHARED = ("nfs", "sshfs")  # network filesystems over loopback, set up by this script
+BACKENDS = ("local",) + SHARED
 # Issue 15's targets: (variant, backend or None for any, against, size key, epoch or None for both) -> minimum.
+# The issue's NFS targets apply to every shared backend (sshfs stands in for NFS where the kernel has none).
 TARGETS = [
     ("raw", "local", "local_files", None, 1, 0.8),
     ("raw", "local", "local_files", None, 2, 1.0),
     ("views", None, "local_files", "small", None, 3.0),
     ("views", None, "local_files", "large", None, 1.0),
-    ("views", "nfs", "backend_files", "small", None, 5.0),
-    ("views", "nfs", "backend_files", "large", None, 2.0),
-]
+] + [t for b in SHARED for t in (("views", b, "backend_files", "small", None, 5.0),
+                                 ("views", b, "backend_files", "large", None, 2.0))]
 
 
 def to_batch(samples):
@@ -383,7 +395,8 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(SRC, "build"), help="the build directory whose fs/dlfsd runs")
     ap.add_argument("--workdir", default="/tmp/dlfs-bench-pipeline", help="datasets (cached), mounts, logs")
-    ap.add_argument("--backends", default="local,nfs")
+    ap.add_argument("--backends", help="comma-separated, of local,nfs,sshfs (default: local and every shared "
+                    "backend this machine can run)")
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--sizes", default="small,large")
     ap.add_argument("--small-count", type=int, default=200000)
@@ -403,10 +416,11 @@ def parse_args():
     if a.quick:
         a.repeat, a.small_count, a.large_count = 1, 2000, 300
         run_bench.SETTLE_S = 0.2
-    a.backends = [b for b in a.backends.split(",") if b]
+    a.backends_given = a.backends is not None
+    a.backends = [b for b in (a.backends or ",".join(BACKENDS)).split(",") if b]
     a.variants = [v for v in a.variants.split(",") if v]
     a.sizes = [s for s in a.sizes.split(",") if s]
-    for name, got, allowed in (("--backends", a.backends, ("local", "nfs")), ("--variants", a.variants, VARIANTS),
+    for name, got, allowed in (("--backends", a.backends, BACKENDS), ("--variants", a.variants, VARIANTS),
                                ("--sizes", a.sizes, ("small", "large"))):
         bad = [x for x in got if x not in allowed]
         if bad or not got:
@@ -424,16 +438,38 @@ def parse_args():
     return a
 
 
+def shared_reason(a, backend):
+    return nfs_backend.unavailable_reason(a.latency_ms) if backend == "nfs" else sshfs_backend.unavailable_reason()
+
+
+def open_shared(a, backend, data_dir):
+    mnt = os.path.join(a.workdir, f"mnt-{backend}")
+    if backend == "nfs":
+        return nfs_backend.NfsMount(data_dir, mnt, a.nfs_vers, a.latency_ms)
+    return sshfs_backend.SshfsMount(data_dir, mnt)
+
+
+def choose_backends(a):
+    """Named shared backends must run (else exit 77); by default the ones that cannot are left out."""
+    for b in [b for b in a.backends if b in SHARED]:
+        reason = shared_reason(a, b)
+        if not reason:
+            continue
+        if a.backends_given:
+            print(f"pipeline_bench.py: {b} backend unavailable: {reason} (leave it out of --backends)",
+                  file=sys.stderr)
+            sys.exit(77)
+        print(f"pipeline_bench.py: skipping the {b} backend: {reason}", file=sys.stderr)
+        a.backends.remove(b)
+
+
 def main():
     a = parse_args()
     if os.geteuid() != 0:
-        sys.exit("pipeline_bench.py: needs root (FUSE and NFS mounts, drop_caches)")
-    if "nfs" in a.backends:
-        reason = nfs_backend.unavailable_reason(a.latency_ms)
-        if reason:
-            print(f"pipeline_bench.py: NFS backend unavailable: {reason} (--backends local runs without it)",
-                  file=sys.stderr)
-            sys.exit(77)
+        sys.exit("pipeline_bench.py: needs root (FUSE, NFS and sshfs mounts, drop_caches)")
+    choose_backends(a)
+    if a.latency_ms > 0 and "nfs" not in a.backends:
+        sys.exit("pipeline_bench.py: --latency-ms applies to the nfs backend only, which does not run here")
     data_dir = os.path.join(a.workdir, "data")
     os.makedirs(data_dir, exist_ok=True)
     specs = {"small": (a.small_count, a.small_size, 0.0), "large": (a.large_count, a.large_size, a.large_jitter)}
@@ -441,18 +477,21 @@ def main():
     for s in sizes:
         s.prepare("bin" in a.variants)
     torch.set_num_threads(1)
-    nfs_backend.exit_on_signals()
+    teardown.exit_on_signals()
     daemons = Daemons()
     slot = DaemonSlot(a, daemons)
-    nfs = None
+    mounts = []
     runs = []
     try:
         roots = {"local": data_dir}
         a.run_prefix = {}
-        if "nfs" in a.backends:
-            nfs = nfs_backend.NfsMount(data_dir, os.path.join(a.workdir, "mnt-nfs"), a.nfs_vers, a.latency_ms)
-            nfs.__enter__()
-            roots["nfs"], a.run_prefix["nfs"] = nfs.mountpoint, nfs.run_prefix
+        a.mount_options = {}
+        for b in [b for b in a.backends if b in SHARED]:
+            m = open_shared(a, b, data_dir)
+            m.__enter__()  # closed in `finally`; a failed __enter__ has undone its own steps
+            mounts.append(m)
+            roots[b], a.run_prefix[b] = m.mountpoint, m.run_prefix
+            a.mount_options[b] = m.options
         for rep in range(a.repeat):
             backends = a.backends if rep % 2 == 0 else a.backends[::-1]
             variants = a.variants if rep % 2 == 0 else a.variants[::-1]
@@ -467,9 +506,13 @@ def main():
                             log(f"rep {rep} {s.label} {b} {v} epoch {epoch}: {n / dt:,.0f} samples/s")
                     slot.stop()
     finally:
-        slot.stop()
-        if nfs:
-            nfs.close()
+        with teardown.signals_blocked():  # a signal or a dying DataLoader worker must not cut this short
+            try:
+                slot.stop()
+            except Exception as e:
+                log(f"stopping dlfsd failed: {e}")
+            for m in reversed(mounts):
+                m.close()
     summary = summarize(a, sizes, runs)
     report(a, sizes, summary)
     if a.json:
@@ -477,7 +520,7 @@ def main():
                                              "latency_ms", "build")}
         config["sizes"] = {s.key: {"count": s.count, "size": s.size, "jitter": s.jitter, "label": s.label,
                                    "bin": bool(s.fixed_rel)} for s in sizes}
-        config["nfs_mount_options"] = nfs_backend.MOUNT_OPTIONS if "nfs" in a.backends else None
+        config["mount_options"] = a.mount_options
         targets = [dict(zip(("variant", "backend", "against", "size", "epoch", "minimum"), t)) for t in TARGETS]
         with open(a.json, "w") as f:
             json.dump({"config": config, "targets": targets, "runs": runs, "summary": summary}, f, indent=1)

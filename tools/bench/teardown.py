@@ -1,0 +1,132 @@
+"""What the benchmarks' shared-filesystem backends (nfs_backend.py, sshfs_backend.py)
+have in common: set up in steps, each step registering its undo, everything undone
+last-first on exit, errors and signals; and the same command line
+(`check`, `mount SRC MNT`, `run SRC MNT -- CMD`)."""
+import argparse
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+
+
+class Unavailable(RuntimeError):
+    """The backend cannot run on this machine; the message says why, in one line."""
+
+
+def run(argv, check=True, **kw):
+    """subprocess.run with captured text output; raises with the command's stderr."""
+    r = subprocess.run(argv, capture_output=True, text=True, **kw)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed ({r.returncode}): {(r.stderr or r.stdout).strip()}")
+    return r
+
+
+def stop_process(p, timeout=10):
+    """SIGTERM, then SIGKILL after `timeout` s; reaps the process."""
+    if p.poll() is None:
+        p.terminate()
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def exit_on_signals():
+    """SIGTERM/SIGHUP raise SystemExit, so `with`-blocks and `finally` tear down."""
+    def handler(signum, _frame):
+        raise SystemExit(128 + signum)
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, handler)
+
+
+# Held off while tearing down: a second SIGTERM, or a SIGCHLD on which PyTorch's
+# DataLoader handler raises (a worker was killed), would otherwise abort the teardown
+# half-way and leave mounts and servers behind. They are delivered once it is done.
+TEARDOWN_BLOCKED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD}
+
+
+@contextlib.contextmanager
+def signals_blocked():
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, TEARDOWN_BLOCKED)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+class Setup:
+    """A context manager built in steps. Subclasses define `unavailable_reason()`
+    (None or one line), `_setup()` (calls `self.undo(fn)` after each step it takes)
+    and `log(msg)`. Entering checks, sets up, and on any failure undoes what was done."""
+
+    def __init__(self):
+        self._undo = []
+
+    def undo(self, fn):
+        self._undo.append(fn)
+
+    def __enter__(self):
+        reason = self.unavailable_reason()
+        if reason:
+            raise Unavailable(reason)
+        try:
+            self._setup()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        with signals_blocked():
+            while self._undo:
+                try:
+                    self._undo.pop()()
+                except Exception as e:  # keep tearing down the rest
+                    self.log(f"teardown step failed: {e}")
+
+
+def main_cli(name, doc, add_options, reason, make):
+    """The backends' command line. add_options(parser, subcommand) adds backend
+    options to each subcommand; reason(args) is None or why the backend cannot run; make(args)
+    returns the Setup (with `.mountpoint` and `.run_prefix`) for args.src, args.mountpoint."""
+    prog, label = f"{name}_backend.py", name.upper()
+    ap = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    add_options(sub.add_parser("check", help=f"exit 0 if the {label} backend can run here, 77 (with the reason) if not"),
+                "check")
+    for cmd in ("mount", "run"):
+        p = sub.add_parser(cmd)
+        p.add_argument("src")
+        p.add_argument("mountpoint")
+        add_options(p, cmd)
+        if cmd == "run":
+            p.add_argument("command", nargs=argparse.REMAINDER)
+    a = ap.parse_args()
+    if a.cmd == "check":
+        why = reason(a)
+        print(why or f"{label} backend available")
+        sys.exit(77 if why else 0)
+    if not os.path.isdir(a.src):
+        sys.exit(f"{prog}: {a.src}: not a directory")
+    cmd = (a.command[1:] if a.command[:1] == ["--"] else a.command) if a.cmd == "run" else None
+    if a.cmd == "run" and not cmd:
+        sys.exit(f"{prog} run: give a command after --")
+    exit_on_signals()
+    try:
+        with make(a) as m:
+            if a.cmd == "mount":
+                m.log("mounted; SIGINT or SIGTERM unmounts and stops the server")
+                try:
+                    signal.pause()
+                except KeyboardInterrupt:
+                    pass
+                return
+            sys.exit(subprocess.run(m.run_prefix + cmd).returncode)
+    except Unavailable as e:
+        print(f"{prog}: {label} unavailable: {e}", file=sys.stderr)
+        sys.exit(77)
