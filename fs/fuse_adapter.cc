@@ -178,7 +178,9 @@ void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
 }
 
 void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
-  count(req, FuseOp::releasedir); fuse_reply_err(req, 0); }
+  count(req, FuseOp::releasedir);
+  fuse_reply_err(req, 0);
+}
 
 // Nothing to keep per open. Where the kernel can skip OPEN, the first one
 // is answered ENOSYS (after the checks: it is still a real open) and the

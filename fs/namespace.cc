@@ -267,14 +267,17 @@ Result<Attr> Namespace::generated_attr(const NodeId& n) const {
 
 Status Namespace::read_generated(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const {
   DLFS_ASSIGN_OR_RETURN(const GeneratedFiles::File f, generated_.get(n.index));
-  const uint64_t begin = out.bytes();
+  const Dataset* ds = f.content->dataset();  // an opportunistic stream's; null for stats
   Status s = f.content->read(offset, size, out);
-  const Dataset* ds = f.content->dataset();
-  if (!ds) return s;
+  return ds ? counted_view_read(ds, std::move(s), &out) : s;
+}
+
+Status Namespace::counted_view_read(const Dataset* ds, Status s, const cache::Gather* counted) const {
   if (!s) return s.with_context("dataset '" + ds->name() + "'");
+  if (!counted) return s;
   auto& c = ds->view_counters();
   c.requests.fetch_add(1, std::memory_order_relaxed);
-  c.bytes.fetch_add(out.bytes() - begin, std::memory_order_relaxed);
+  c.bytes.fetch_add(counted->bytes(), std::memory_order_relaxed);
   return s;
 }
 

@@ -102,6 +102,9 @@ class Namespace {
   Status read_raw(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const;
   Status read_view(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const;
   Status read_generated(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const;
+  // A view read's status, named after its dataset on failure; on success the
+  // bytes gathered in `counted` (null: not view traffic) go to its counters.
+  Status counted_view_read(const Dataset* ds, Status s, const cache::Gather* counted) const;
   Result<Attr> generate(std::shared_ptr<OpenFile> content, uint64_t size, std::shared_ptr<const EpochView> view) const;
   Result<Attr> generated_attr(const NodeId& n) const;
   Result<std::shared_ptr<const EpochView>> view_of(const NodeId& n) const;

@@ -202,16 +202,12 @@ Status Namespace::read_view(const NodeId& n, uint64_t offset, uint64_t size, cac
   const ViewFormat& f = format_of(n);
   if (n.kind == NodeKind::view && f.is_directory()) return Status(EISDIR, "is a directory");
   const uint64_t id = n.kind == NodeKind::view_entry ? entry_view(n.index) : n.index;
-  auto stream = ds->views().stream(*ds, static_cast<uint32_t>(id));
+  auto stream = ds->views().stream(*ds, static_cast<uint32_t>(id), f.reads_ahead());
   if (!stream) return stream.status();
   Status s = n.kind == NodeKind::view ? f.read(*stream, offset, size, out)
                                       : f.read_entry(*stream, entry_position(n.index), offset, size, out);
-  if (!s) return s.with_context("dataset '" + ds->name() + "'");
-  if (f.size_costs_work()) return s;  // the .index: text about the view, not view traffic
-  auto& c = ds->view_counters();
-  c.requests.fetch_add(1, std::memory_order_relaxed);
-  c.bytes.fetch_add(out.bytes(), std::memory_order_relaxed);
-  return s;
+  // The .index is text about the view, not view traffic.
+  return counted_view_read(ds, std::move(s), f.size_costs_work() ? nullptr : &out);
 }
 
 Result<std::string> Namespace::getxattr(uint64_t ino, const std::string& name) const {

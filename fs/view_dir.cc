@@ -42,6 +42,7 @@ class DirView final : public ViewFormat {
  public:
   std::string_view extension() const override { return ""; }
   bool is_directory() const override { return true; }
+  bool reads_ahead() const override { return false; }  // entries are opened in any order
   // An entry is one sample's bytes; a sample group has several files, each
   // with its own name: the .tar view shows them, this one does not exist.
   bool applies_to(const Dataset& ds) const override { return !ds.manifest().samples_grouped(); }

@@ -40,14 +40,12 @@ class OpenFile {
 // Text fixed when it was generated (stats).
 class SnapshotFile final : public OpenFile {
  public:
-  SnapshotFile(std::string text, const Dataset* ds = nullptr) : text_(std::move(text)), ds_(ds) {}
+  explicit SnapshotFile(std::string text) : text_(std::move(text)) {}
   Status read(uint64_t offset, uint64_t size, cache::Gather& out) override;
-  const Dataset* dataset() const override { return ds_; }
   uint64_t size() const { return text_.size(); }
 
  private:
   const std::string text_;
-  const Dataset* ds_;
 };
 
 // What every read of one view shares: the view and its read-ahead ring (null
@@ -71,6 +69,9 @@ class ViewFormat {
   // listings then give the name without attributes, and the kernel looks it up.
   virtual bool size_costs_work() const { return false; }
   virtual Status read(const ViewStream& s, uint64_t offset, uint64_t size, cache::Gather& out) const;
+  // Whether reads follow the view's order and use its read-ahead ring (the
+  // streams: .tar, .bin, .tfrecord); the ring is not made for the others.
+  virtual bool reads_ahead() const { return true; }
   // Formats whose bytes differ from one reader to the next (an opportunistic
   // stream orders what is ready first): each lookup makes a new generated
   // file (fs/generated_files.h) from open(); read() is not used.

@@ -70,6 +70,7 @@ class IndexView final : public ViewFormat {
   std::string_view extension() const override { return ".index"; }
   uint64_t size(const EpochView& view) const override { return IndexText::of(view)->text.size(); }
   bool size_costs_work() const override { return true; }  // O(samples): not for every listing
+  bool reads_ahead() const override { return false; }
   Status read(const ViewStream& s, uint64_t offset, uint64_t size, cache::Gather& out) const override {
     const auto index = IndexText::of(*s.view);
     const std::string& t = index->text;

@@ -70,13 +70,18 @@ std::optional<ViewKey> ViewRegistry::key_of(uint32_t id) const {
   return slots_[id].key;
 }
 
-Result<std::shared_ptr<const EpochView>> ViewRegistry::get(const Dataset& ds, uint32_t id) {
-  std::unique_lock lk(mu_);
+ViewRegistry::Cached* ViewRegistry::cached(uint32_t id) {
   for (auto it = cache_.begin(); it != cache_.end(); ++it)
     if (it->id == id) {
       if (it != cache_.begin()) cache_.splice(cache_.begin(), cache_, it);
-      return cache_.front().view;
+      return &cache_.front();
     }
+  return nullptr;
+}
+
+Result<std::shared_ptr<const EpochView>> ViewRegistry::get(const Dataset& ds, uint32_t id) {
+  std::unique_lock lk(mu_);
+  if (Cached* c = cached(id)) return c->view;
   if (id >= slots_.size()) return Status(ENOENT, "no such epoch view");
   ViewKey key = slots_[id].key;
   lk.unlock();  // building takes a while; other views stay available
@@ -93,17 +98,23 @@ Result<std::shared_ptr<const EpochView>> ViewRegistry::get(const Dataset& ds, ui
   return *built;
 }
 
-Result<ViewStream> ViewRegistry::stream(const Dataset& ds, uint32_t id) {
-  DLFS_ASSIGN_OR_RETURN(auto view, get(ds, id));
-  std::lock_guard lk(mu_);
-  for (Cached& c : cache_) {
-    if (c.id != id || c.view != view) continue;
-    if (!c.ring_made) {
-      c.ring = make_read_ring(view);
-      c.ring_made = true;
-    }
-    return ViewStream{view, c.ring};
+ViewStream ViewRegistry::stream_of(Cached& c, bool with_ring) {
+  if (!with_ring) return ViewStream{c.view, nullptr};
+  if (!c.ring_made) {
+    c.ring = make_read_ring(c.view);
+    c.ring_made = true;
   }
+  return ViewStream{c.view, c.ring};
+}
+
+Result<ViewStream> ViewRegistry::stream(const Dataset& ds, uint32_t id, bool with_ring) {
+  {  // the read path's case: one locked lookup
+    std::lock_guard lk(mu_);
+    if (Cached* c = cached(id)) return stream_of(*c, with_ring);
+  }
+  DLFS_ASSIGN_OR_RETURN(auto view, get(ds, id));  // built outside the lock, and cached
+  std::lock_guard lk(mu_);
+  if (Cached* c = cached(id); c && c->view == view) return stream_of(*c, with_ring);
   // Not cached (its id was recycled while it was built, or it was evicted
   // already): served without read-ahead rather than with a ring per request.
   return ViewStream{view, nullptr};

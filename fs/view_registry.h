@@ -37,9 +37,9 @@ class ViewRegistry {
   void release(uint32_t id, uint64_t count = 1);
   std::optional<ViewKey> key_of(uint32_t id) const;
   Result<std::shared_ptr<const EpochView>> get(const Dataset& ds, uint32_t id);
-  // The view and its read-ahead ring, made on first use and shared by every
-  // reader of the view's files until the view leaves the cache.
-  Result<ViewStream> stream(const Dataset& ds, uint32_t id);
+  // The view and (with_ring) its read-ahead ring, made on first use and
+  // shared by every reader of the view's streams until the view leaves the cache.
+  Result<ViewStream> stream(const Dataset& ds, uint32_t id, bool with_ring);
   uint64_t pins(uint32_t id) const;
   struct Usage {
     uint64_t ids = 0;       // handed out (at most kMaxViews)
@@ -66,6 +66,8 @@ class ViewRegistry {
     bool ring_made = false;
   };
   std::list<Cached> cache_;  // most recent first
+  Cached* cached(uint32_t id);                          // with mu_ held; moves it first
+  static ViewStream stream_of(Cached& c, bool with_ring);  // with mu_ held
   uint32_t next_victim_ = 0;  // where the search for an unpinned id resumes
   uint64_t recycled_ = 0;
 };
