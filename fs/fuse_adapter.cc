@@ -207,6 +207,18 @@ void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
   fuse_reply_err(req, ENOSYS);
 }
 
+// No file here is a terminal or has flags to set: ENOTTY, what a disk
+// filesystem answers. Handled to be counted, because the kernel forwards
+// every ioctl on a FUSE file (there is no "no ioctl" capability to cache, as
+// there is for OPEN): Python before 3.14 calls isatty() (TCGETS) in every
+// open() with default buffering, so each open of a raw file costs this one
+// round trip (docs/benchmarks.md, "Python's open()").
+void op_ioctl(fuse_req_t req, fuse_ino_t, unsigned int, void*, fuse_file_info*, unsigned, const void*, size_t,
+              size_t) {
+  count(req, FuseOp::ioctl);
+  fuse_reply_err(req, ENOTTY);
+}
+
 void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
   count(req, FuseOp::release);
   fuse_reply_err(req, 0);
@@ -313,6 +325,7 @@ fuse_lowlevel_ops make_ops() {
   ops.open = op_open;
   ops.flush = op_flush;
   ops.release = op_release;
+  ops.ioctl = op_ioctl;
   ops.read = op_read;
   ops.statfs = op_statfs;
   ops.getxattr = op_getxattr;

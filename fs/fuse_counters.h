@@ -30,6 +30,7 @@ namespace dlfs::fs {
   X(releasedir)          \
   X(statfs)              \
   X(getxattr)            \
+  X(ioctl)               \
   X(listxattr)           \
   X(write)
 

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Per-file FUSE overhead through a real mount: the kernel sends no OPEN,
 # FLUSH or RELEASE (FUSE no-open), a raw file read a second time costs no
-# request at all, and the files whose bytes are made per reader (/.dlfs/stats,
-# opportunistic .tar streams) are still fresh at every open, with their exact
-# size known to stat, and do not pile up in the daemon.
+# request at all (dlfs.read_file) or one, the ioctl of Python's isatty()
+# (open() with default buffering, counted as such), and the files whose
+# bytes are made per reader (/.dlfs/stats, opportunistic .tar streams) are
+# still fresh at every open, with their exact size known to stat, and do not
+# pile up in the daemon.
 source "$(dirname "$0")/lib.sh"
 require_fuse
+SRC="$(cd "$(dirname "$0")/../.." && pwd)"
 
 "$PYTHON" "$GEN_DATASET" files "$WORK/data" --count 400 --size 3K --dirs 4 --seed 30 >/dev/null
 start_daemon "$WORK/mnt" "$WORK/dlfsd.log" --backend "$WORK/data" --name ds --extent-size 1MiB
 wait_loaded "$WORK/mnt"
-"$PYTHON" "$(dirname "$0")/check_no_open.py" --mnt "$WORK/mnt" --backend "$WORK/data" \
+PYTHONPATH="$SRC/python" "$PYTHON" "$(dirname "$0")/check_no_open.py" --mnt "$WORK/mnt" --backend "$WORK/data" \
   --ctl "$DLFS_CTL" --socket "$(ctl_socket "$WORK/mnt")" --part plain
 stop_daemon "$DAEMON_PID" "$WORK/mnt"
 
@@ -18,7 +21,7 @@ stop_daemon "$DAEMON_PID" "$WORK/mnt"
 start_daemon "$WORK/mnt2" "$WORK/dlfsd2.log" --backend "$WORK/data" --name ds --extent-size 1MiB \
   --order opportunistic
 wait_loaded "$WORK/mnt2"
-"$PYTHON" "$(dirname "$0")/check_no_open.py" --mnt "$WORK/mnt2" --backend "$WORK/data" \
+PYTHONPATH="$SRC/python" "$PYTHON" "$(dirname "$0")/check_no_open.py" --mnt "$WORK/mnt2" --backend "$WORK/data" \
   --ctl "$DLFS_CTL" --socket "$(ctl_socket "$WORK/mnt2")" --part opportunistic
 stop_daemon "$DAEMON_PID" "$WORK/mnt2"
 log "ok"

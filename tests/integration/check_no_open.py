@@ -2,8 +2,10 @@
 """Checks for 30_no_open_round_trips.sh, against a mounted dlfsd.
 
   --part plain          the kernel skips OPEN/RELEASE/FLUSH (stats say so, and
-                        count none after the first); a second pass over raw/
-                        costs no request and returns the backend's bytes;
+                        count none after the first); a third pass over raw/
+                        with dlfs.read_file costs no request and returns the
+                        backend's bytes; Python's open() costs exactly one
+                        request per file, the isatty() ioctl, counted;
                         /.dlfs/stats is fresh at every open with its exact size
                         on the open file; generated files do not pile up;
                         .index and .tar sizes from stat equal their bytes
@@ -21,6 +23,7 @@ import tarfile
 import time
 
 from checklib import fail
+from dlfs import read_file
 
 
 def fuse_stats(a):
@@ -54,16 +57,32 @@ def check_plain(a):
     if req["open"] > 1 or req["release"] != 0 or req["flush"] > 1:
         fail(f"the kernel still sends OPEN/RELEASE/FLUSH (at most the first of each expected): {req}")
 
-    # The third pass over raw/ is served by the kernel's caches alone.
+    # The third pass over raw/ is served by the kernel's caches alone, when
+    # the reader makes no ioctl (dlfs.read_file: os.open, os.read).
     before = fuse_stats(a)["requests"]
     rng.shuffle(names)
     for n in names:
-        read(os.path.join(raw, n))
+        if read_file(os.path.join(raw, n)) != read(os.path.join(a.backend, n)):
+            fail(f"dlfs.read_file(raw/{n}) differs from the backend")
     after = fuse_stats(a)["requests"]
     spent = {k: after[k] - before[k] for k in after if after[k] != before[k]}
     if spent:
         fail(f"reading {len(names)} cached raw files again cost FUSE requests: {spent}")
     print(f"raw/: {len(names)} files read again with no FUSE request; requests so far {after}")
+
+    # Python's open() (default buffering) asks isatty(): the kernel forwards
+    # that ioctl (TCGETS) to the daemon, one per open, and nothing else.
+    before = fuse_stats(a)["requests"]
+    for n in names:
+        read(os.path.join(raw, n))
+    after = fuse_stats(a)["requests"]
+    spent = {k: after[k] - before[k] for k in after if after[k] != before[k]}
+    if spent != {"ioctl": len(names)}:
+        fail(f"open().read() of {len(names)} cached raw files: requests {spent}, want exactly one ioctl each")
+    with open(os.path.join(raw, names[0]), "rb") as fh:
+        if fh.isatty():
+            fail("a raw file says it is a terminal")
+    print(f"raw/: open().read() of {len(names)} cached files cost one ioctl each (isatty), nothing else")
 
     # /.dlfs/stats: a new snapshot at every open, its size exact on the open file.
     stats = os.path.join(a.mnt, ".dlfs/stats")

@@ -12,6 +12,9 @@ a difference measured in this run, divided by the samples read.
                  `with open(p, "rb") as f: f.read()` (a map-style Dataset's
                  __getitem__)
   raw, epoch 2   the same files again, another order, no drop_caches
+  raw, epoch 3,  the same with dlfs.read_file(p) (os.open/os.read: no isatty()
+   read_file     ioctl, which Python's open() makes before 3.14 and the kernel
+                 forwards to a FUSE daemon every time)
   view tar       the Python client streaming rank 0 of W=1 (dlfs.TarView:
                  the .index, then the .tar), epoch 1 and a new epoch 2
   view bin       `.bin` of rank 0 of W=1 read with 1 MiB reads, epoch 1 and
@@ -35,7 +38,7 @@ from views_bench import start_dlfs  # noqa: E402
 sys.path.insert(0, os.path.join(SRC, "python"))
 import dlfs  # noqa: E402
 
-SHOWN = ("lookup", "getattr", "open", "flush", "release", "read", "forget")
+SHOWN = ("lookup", "getattr", "open", "flush", "release", "ioctl", "read", "forget")
 
 
 def fuse_counts(ctl, sock):
@@ -46,12 +49,15 @@ def fuse_counts(ctl, sock):
     return fuse["requests"]
 
 
-def read_raw(root, names, seed):
+def read_raw(root, names, seed, whole_file=None):
     order = list(names)
     random.Random(seed).shuffle(order)
     for n in order:
-        with open(os.path.join(root, n), "rb") as f:
-            f.read()
+        if whole_file:
+            whole_file(os.path.join(root, n))
+        else:
+            with open(os.path.join(root, n), "rb") as f:
+                f.read()
     return len(order)
 
 
@@ -79,6 +85,7 @@ def measure(a, daemons, dlfsd, ctl, size):
     names = sorted(os.path.relpath(os.path.join(d, f), data) for d, _, fs in os.walk(data) for f in fs)
     phases = [("raw, epoch 1", True, lambda: read_raw(os.path.join(ds, "raw"), names, 1)),
               ("raw, epoch 2", False, lambda: read_raw(os.path.join(ds, "raw"), names, 2)),
+              ("raw, epoch 3, read_file", False, lambda: read_raw(os.path.join(ds, "raw"), names, 3, dlfs.read_file)),
               ("view tar, epoch 1", True, lambda: read_tar_view(ds, 1)),
               ("view tar, epoch 2", False, lambda: read_tar_view(ds, 2)),
               ("view bin, epoch 1", True, lambda: read_bin_view(ds, 11, size)),
@@ -99,9 +106,9 @@ def measure(a, daemons, dlfsd, ctl, size):
 def report(res):
     for size, rows in res.items():
         print(f"\nFUSE requests per sample, {size} B samples:")
-        print(f"  {'':<20}" + "".join(f"{k:>9}" for k in SHOWN))
+        print(f"  {'':<26}" + "".join(f"{k:>9}" for k in SHOWN))
         for name, r in rows.items():
-            print(f"  {name:<20}" + "".join(f"{r.get(k, 0):>9.3f}" for k in SHOWN))
+            print(f"  {name:<26}" + "".join(f"{r.get(k, 0):>9.3f}" for k in SHOWN))
 
 
 def main():

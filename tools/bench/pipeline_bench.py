@@ -14,6 +14,10 @@ after it. An epoch is timed from creating the loader's iterator to its last batc
          `with open(path, "rb") as f: return f.read()`, the usual user code.
   raw    the same Dataset over a dlfsd's raw/ tree, the dlfsd mounted over that
          backend (the local directory, the NFS mount or the sshfs mount).
+  files-rf, raw-rf  the same two with `dlfs.read_file(path)` as __getitem__
+         (os.open/os.read). Python's open() before 3.14 calls isatty(), an
+         ioctl the kernel forwards to a FUSE daemon at every open: one round
+         trip per sample on raw/ that read_file does not make.
   views  streaming epoch views with the Python client (python/dlfs): an
          IterableDataset in which DataLoader worker k reads rank k of a W=workers view,
          `dlfs.TarView(ds, e, k, W).samples()` (epochs/<e>/<W>/<k>.tar); epoch 2 reads
@@ -89,8 +93,11 @@ except ImportError:
     sys.exit("pipeline_bench.py: needs PyTorch: apt-get install python3-torch (tools/install-deps.sh)")
 
 MiB = 1 << 20
-VARIANTS = ("files", "raw", "views", "bin")
-LABELS = {"files": "map-style files", "raw": "map-style raw/", "views": "views (TarView)", "bin": ".bin batches"}
+VARIANTS = ("files", "raw", "files-rf", "raw-rf", "views", "bin")
+LABELS = {"files": "map-style files", "raw": "map-style raw/", "files-rf": "files, read_file", "raw-rf": "raw/, read_file",
+          "views": "views (TarView)", "bin": ".bin batches"}
+MAP_STYLE = ("files", "raw", "files-rf", "raw-rf")
+ON_DLFS = ("raw", "raw-rf", "views", "bin")
 SHARED = ("nfs", "sshfs")  # network filesystems over loopback, set up by this script
 BACKENDS = ("local",) + SHARED
 # Issue 15's targets: (variant, backend or None for any, against, size key, epoch or None for both) -> minimum.
@@ -98,6 +105,8 @@ BACKENDS = ("local",) + SHARED
 TARGETS = [
     ("raw", "local", "local_files", None, 1, 0.8),
     ("raw", "local", "local_files", None, 2, 1.0),
+    ("raw-rf", "local", "local_files", None, 1, 0.8),
+    ("raw-rf", "local", "local_files", None, 2, 1.0),
     ("views", None, "local_files", "small", None, 3.0),
     ("views", None, "local_files", "large", None, 1.0),
 ] + [t for b in SHARED for t in (("views", b, "backend_files", "small", None, 5.0),
@@ -122,15 +131,19 @@ def to_batch(samples):
 
 
 class FilesDataset(Dataset):
-    """Map-style: one open/read/close per sample, as user code does it."""
+    """Map-style: one open/read/close per sample, as user code does it
+    (`whole_file` None), or with a function path -> bytes (dlfs.read_file)."""
 
-    def __init__(self, root, names):
+    def __init__(self, root, names, whole_file=None):
         self.paths = [os.path.join(root, n) for n in names]
+        self.whole_file = whole_file
 
     def __len__(self):
         return len(self.paths)
 
     def __getitem__(self, i):
+        if self.whole_file:
+            return self.whole_file(self.paths[i])
         with open(self.paths[i], "rb") as f:
             return f.read()
 
@@ -288,15 +301,16 @@ class DaemonSlot:
 def measure(a, slot, backend, root, size, variant, rep):
     """Two epochs of one variant; returns [(epoch, samples, seconds, fuse per sample)]."""
     mnt = None
-    if variant in ("raw", "views"):
+    if variant in ("raw", "raw-rf", "views"):
         mnt = slot.get(backend, root, size, fixed=False)
     elif variant == "bin":
         mnt = slot.get(backend, root, size, fixed=True)
     loader_kw = dict(num_workers=a.workers, collate_fn=to_batch)
     ds_dir = os.path.join(mnt, "ds") if mnt else None
-    if variant in ("files", "raw"):
-        base = os.path.join(root, size.files_rel) if variant == "files" else os.path.join(ds_dir, "raw")
-        ds = FilesDataset(base, size.names)
+    if variant in MAP_STYLE:
+        on_backend = variant.startswith("files")
+        base = os.path.join(root, size.files_rel) if on_backend else os.path.join(ds_dir, "raw")
+        ds = FilesDataset(base, size.names, dlfs.read_file if variant.endswith("-rf") else None)
         make = lambda _e: DataLoader(ds, batch_size=a.batch, shuffle=True, **loader_kw)  # noqa: E731
         expect = size.count
     else:
@@ -388,7 +402,7 @@ def report(a, sizes, summary):
                     rb = fmt_ratio(c["ratio_backend_files"], targets_for(s.key, b, v, "backend_files", e))
                     rl = fmt_ratio(c["ratio_local_files"], targets_for(s.key, b, v, "local_files", e))
                     print(f"{b:<8}{LABELS[v] if e == 1 else '':<17}{e:>5}{c['samples_s']:>11,.0f}  {rb:<27}{rl:<27}"
-                          f"{fmt_fuse(c['fuse_per_sample']) if v in ('raw', 'views', 'bin') else ''}")
+                          f"{fmt_fuse(c['fuse_per_sample']) if v in ON_DLFS else ''}")
 
 
 def parse_args():
