@@ -6,6 +6,7 @@ and backslash."""
 import os
 import re
 
+from .files import read_file
 from .tarstream import padded
 
 _HEAD = "# dlfs view "
@@ -20,8 +21,8 @@ class ViewIndex:
 
     def __init__(self, path):
         self.path = path
-        with open(path, encoding="utf-8", errors="surrogateescape") as f:
-            text = f.read()
+        # read_file: no isatty() ioctl, which would be a round trip to dlfsd (files.py)
+        text = read_file(path).decode("utf-8", errors="surrogateescape")
         head, _, body = text.partition("\n")
         if not head.startswith(_HEAD):
             raise ViewIndexError(f"{path}: line 1 is not a '{_HEAD.strip()} ...' header: not a DLFS view index")
