@@ -333,7 +333,10 @@ TEST(FabricAmGets, MemoryWithdrawnMidReplyFailsTheGetNeverWrongBytes) {
     Status s = p->ep->finish_get(pending[i], dsts[i], deadline);
     if (!s) {
       ++failed;
-      EXPECT_NE(s.err(), ETIMEDOUT) << s.message();
+      // Packed after the withdrawal, or asked for after it.
+      EXPECT_TRUE(s.message().find("withdrew") != std::string::npos ||
+                  s.message().find("not inside memory it registered") != std::string::npos)
+          << s.message();
       continue;
     }
     ++ok;
