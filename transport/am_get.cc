@@ -12,20 +12,29 @@
 namespace dlfs::transport {
 namespace {
 
-// Active-message ids (kMessageId, 7, is the fabric's small messages).
-constexpr unsigned kGetRequestId = 8;
-constexpr unsigned kGetReplyId = 9;
+// Active-message ids (kMessageId, 7, is the fabric's small messages). The
+// chunked replies took new ids (the whole-reply protocol used 8 and 9), so a
+// node of an older build ignores them instead of misreading them.
+constexpr unsigned kGetRequestId = 10;
+constexpr unsigned kGetChunkId = 11;
 
 struct GetRequest {
   uint64_t id;
   uint64_t address;
   uint64_t length;
 };
-struct GetReply {
+struct GetChunk {
   uint64_t id;
-  int32_t err;  // 0, or why the target refused (errno)
+  uint64_t offset;  // of this chunk's bytes in the get
+  int32_t err;      // 0, or why the target refused (errno): no data then
   uint32_t reserved;
 };
+
+// The word after a chunk's data: whether the data was packed from the
+// registered range (kPacked) or the range had been removed meanwhile.
+constexpr uint64_t kPacked = 0x444c46532d6f6b21ull;     // "DLFS-ok!"
+constexpr uint64_t kWithdrawn = 0x444c46532d676f6eull;  // "DLFS-gon"
+constexpr size_t kTrailer = sizeof(uint64_t);
 
 // A send's header and data live until the send completes (UCX 1.13 does not
 // copy a header): they travel with the request as its user data.
@@ -33,41 +42,57 @@ struct OutgoingRequest {
   GetRequest header;
   PendingAmGets* pending;
 };
-struct OutgoingReply {
-  GetReply header;
-  ReplyBuffer data;
-  size_t length = 0;
-  ServedMemory* served = nullptr;  // takes the buffer back
-  ~OutgoingReply() {
-    if (data.bytes) served->recycle(std::move(data));
-  }
+struct OutgoingChunk {
+  GetChunk header;
+  const ServedMemory* served = nullptr;
+  uint64_t handle = 0;   // the range the data lies in
+  uint64_t address = 0;  // of the chunk's first byte
+  size_t length = 0;     // data bytes (0 for a refusal)
+  bool withdrawn = false;
+  size_t packed_size() const { return header.err != 0 ? 0 : length + kTrailer; }
 };
 
-// Replies are sent with a generic datatype, which UCX can only send by copy
+// Chunks are sent with a generic datatype, which UCX can only send by copy
 // (bcopy): UCX 1.13's TCP transport, when the asker dies while a zero-copy
 // send of a large message is in flight, completes the send twice and aborts
 // on its own assertion (uct_iface.h, `comp->count > 0`; seen in
-// fabric_kill_test). The copy costs little next to TCP. The state of a pack
-// is the OutgoingReply itself.
-void* reply_start_pack(void*, const void* buffer, size_t) { return const_cast<void*>(buffer); }
-void* reply_start_unpack(void*, void*, size_t) { return nullptr; }  // never received as such
-size_t reply_packed_size(void* state) { return static_cast<OutgoingReply*>(state)->length; }
-size_t reply_pack(void* state, size_t offset, void* dest, size_t max_length) {
-  const auto* out = static_cast<OutgoingReply*>(state);
-  const size_t n = std::min(max_length, out->length - offset);
-  if (n > 0) std::memcpy(dest, out->data.bytes.get() + offset, n);
+// fabric_kill_test). That copy is the only one on this side: the pack reads
+// the registered memory itself (ServedMemory::read). The state of a pack is
+// the OutgoingChunk; UCX packs in order, so the trailer comes after the data.
+void* chunk_start_pack(void*, const void* buffer, size_t) { return const_cast<void*>(buffer); }
+void* chunk_start_unpack(void*, void*, size_t) { return nullptr; }  // never received as such
+size_t chunk_packed_size(void* state) { return static_cast<OutgoingChunk*>(state)->packed_size(); }
+size_t chunk_pack(void* state, size_t offset, void* dest, size_t max_length) {
+  auto* out = static_cast<OutgoingChunk*>(state);
+  auto* to = static_cast<std::byte*>(dest);
+  const size_t total = out->packed_size();
+  if (offset >= total) return 0;
+  const size_t n = std::min(max_length, total - offset);
+  size_t done = 0;
+  if (offset < out->length) {
+    done = std::min(n, out->length - offset);
+    if (!out->served->read(out->handle, out->address + offset, done, to)) {
+      std::memset(to, 0, done);
+      out->withdrawn = true;
+    }
+  }
+  if (done < n) {
+    const uint64_t word = out->withdrawn ? kWithdrawn : kPacked;
+    const size_t at = offset + done - out->length;  // into the trailer
+    std::memcpy(to + done, reinterpret_cast<const std::byte*>(&word) + at, n - done);
+  }
   return n;
 }
-ucs_status_t reply_unpack(void*, size_t, const void*, size_t) { return UCS_ERR_UNSUPPORTED; }
-void reply_finish(void*) {}
+ucs_status_t chunk_unpack(void*, size_t, const void*, size_t) { return UCS_ERR_UNSUPPORTED; }
+void chunk_finish(void*) {}
 
 // One datatype for the process (UCX keeps it until exit; it holds no resources).
-ucp_datatype_t reply_datatype() {
+ucp_datatype_t chunk_datatype() {
   static const ucp_datatype_t dt = [] {
-    static const ucp_generic_dt_ops_t ops = {reply_start_pack, reply_start_unpack, reply_packed_size,
-                                             reply_pack,       reply_unpack,       reply_finish};
+    static const ucp_generic_dt_ops_t ops = {chunk_start_pack, chunk_start_unpack, chunk_packed_size,
+                                             chunk_pack,       chunk_unpack,       chunk_finish};
     ucp_datatype_t d = 0;
-    if (ucp_dt_create_generic(&ops, nullptr, &d) != UCS_OK) d = ucp_dt_make_contig(1);
+    if (ucp_dt_create_generic(&ops, nullptr, &d) != UCS_OK) d = 0;
     return d;
   }();
   return dt;
@@ -81,17 +106,42 @@ void request_sent(void* request, ucs_status_t status, void* user_data) {
   ucp_request_free(request);
 }
 
-void reply_sent(void* request, ucs_status_t status, void* user_data) {
-  delete static_cast<OutgoingReply*>(user_data);
+void chunk_sent(void* request, ucs_status_t status, void* user_data) {
+  delete static_cast<OutgoingChunk*>(user_data);
   // The asker went away (killed, closed): its get is lost with it, nothing to do.
   if (status != UCS_OK) spdlog::debug("transport: a get reply was not delivered: {}", ucs_status_string(status));
   ucp_request_free(request);
 }
 
+// Sends one chunk (or a refusal); false if the send failed at once.
+bool send_chunk(ucp_ep_h reply_ep, std::unique_ptr<OutgoingChunk> out) {
+  const ucp_datatype_t dt = chunk_datatype();
+  if (dt == 0) return false;
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS |
+                   UCP_OP_ATTR_FIELD_DATATYPE;
+  p.cb.send = chunk_sent;
+  p.user_data = out.get();
+  p.datatype = dt;
+  // Eager: the asker's handler gets the whole chunk at once (no rendezvous,
+  // whose receive call and protocol would again involve the other side).
+  p.flags = UCP_AM_SEND_FLAG_EAGER;
+  // A generic datatype's count is the number of packed bytes.
+  ucs_status_ptr_t r =
+      ucp_am_send_nbx(reply_ep, kGetChunkId, &out->header, sizeof out->header, out.get(), out->packed_size(), &p);
+  if (r == nullptr) return true;  // sent (packed already); `out` is freed here
+  if (UCS_PTR_IS_ERR(r)) {
+    spdlog::debug("transport: a get reply failed: {}", ucs_status_string(UCS_PTR_STATUS(r)));
+    return false;
+  }
+  out.release();  // chunk_sent frees it
+  return true;
+}
+
 // Target side: serve a request if it reads memory this node offered.
 ucs_status_t on_get_request(void* arg, const void* header, size_t header_length, void*, size_t,
                             const ucp_am_recv_param_t* param) {
-  auto* served = static_cast<ServedMemory*>(arg);
+  const auto* served = static_cast<const ServedMemory*>(arg);
   if (header_length != sizeof(GetRequest) || !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ||
       param->reply_ep == nullptr) {
     spdlog::warn("transport: malformed get request ignored ({} header bytes)", header_length);
@@ -99,57 +149,69 @@ ucs_status_t on_get_request(void* arg, const void* header, size_t header_length,
   }
   GetRequest req;
   std::memcpy(&req, header, sizeof req);
-  auto out = std::make_unique<OutgoingReply>();
-  out->header = GetReply{req.id, 0, 0};
-  out->served = served;
-  if (req.length > kMaxAmGet) {
-    out->header.err = EMSGSIZE;
-  } else {
-    out->data = served->copy(req.address, req.length);
-    if (out->data.bytes) out->length = req.length;
-    else out->header.err = EFAULT;
-  }
-  if (out->header.err != 0)
+  int err = 0;
+  uint64_t handle = 0;
+  if (req.length > kMaxAmGet) err = EMSGSIZE;
+  else if ((handle = served->find(req.address, req.length)) == 0) err = EFAULT;
+  if (err != 0) {
     spdlog::warn("transport: refused a get of {} bytes at {:#x}: {}", req.length, req.address,
-                 out->header.err == EFAULT ? "outside the memory this node registered" : "larger than allowed");
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS |
-                   UCP_OP_ATTR_FIELD_DATATYPE;
-  p.cb.send = reply_sent;
-  p.user_data = out.get();
-  p.datatype = reply_datatype();
-  // Eager: the asker's handler gets the whole reply at once (no rendezvous,
-  // whose receive call and protocol would again involve the other side).
-  p.flags = UCP_AM_SEND_FLAG_EAGER;
-  ucs_status_ptr_t r =
-      ucp_am_send_nbx(param->reply_ep, kGetReplyId, &out->header, sizeof out->header, out.get(), out->length, &p);
-  if (r == nullptr || UCS_PTR_IS_ERR(r)) {
-    if (UCS_PTR_IS_ERR(r)) spdlog::debug("transport: a get reply failed: {}", ucs_status_string(UCS_PTR_STATUS(r)));
-    return UCS_OK;  // `out` is freed here: the send is done or never started
+                 err == EFAULT ? "outside the memory this node registered" : "larger than allowed");
+    auto out = std::make_unique<OutgoingChunk>();
+    out->header = GetChunk{req.id, 0, err, 0};
+    send_chunk(param->reply_ep, std::move(out));
+    return UCS_OK;
   }
-  out.release();  // reply_sent frees it
+  uint64_t offset = 0;
+  do {  // a get of 0 bytes still gets one (empty) chunk
+    auto out = std::make_unique<OutgoingChunk>();
+    out->length = std::min<uint64_t>(kReplyChunk, req.length - offset);
+    out->header = GetChunk{req.id, offset, 0, 0};
+    out->served = served;
+    out->handle = handle;
+    out->address = req.address + offset;
+    if (!send_chunk(param->reply_ep, std::move(out))) break;  // the endpoint is gone: the asker's get fails there
+    offset += std::min<uint64_t>(kReplyChunk, req.length - offset);
+  } while (offset < req.length);
   return UCS_OK;
 }
 
-// Asker side: complete the get a reply answers.
-ucs_status_t on_get_reply(void* arg, const void* header, size_t header_length, void* data, size_t length,
+// Asker side: put a chunk's bytes in place; complete the get when all arrived.
+ucs_status_t on_get_chunk(void* arg, const void* header, size_t header_length, void* data, size_t length,
                           const ucp_am_recv_param_t* param) {
   auto* pending = static_cast<PendingAmGets*>(arg);
-  if (header_length != sizeof(GetReply)) return UCS_OK;
-  GetReply rep;
+  if (header_length != sizeof(GetChunk)) return UCS_OK;
+  GetChunk rep;
   std::memcpy(&rep, header, sizeof rep);
-  std::shared_ptr<GetOp> op = pending->take(rep.id);
-  if (!op) return UCS_OK;  // its endpoint failed or closed meanwhile
+  std::shared_ptr<GetOp> op = pending->find(rep.id);
+  if (!op) return UCS_OK;  // its endpoint failed or closed meanwhile, or an earlier chunk failed it
+  auto fail = [&](Status why) {
+    pending->take(rep.id);
+    op->complete(std::move(why));
+  };
   if (rep.err != 0) {
-    op->complete(Status(rep.err, "the peer refused to serve " + std::to_string(op->size) + " bytes: " +
-                                     (rep.err == EFAULT ? "not inside memory it registered" : std::strerror(rep.err))));
-  } else if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || length != op->size) {
-    op->complete(Status(EPROTO, "get reply of " + std::to_string(length) + " bytes for a get of " +
-                                    std::to_string(op->size)));
-  } else {
-    if (length > 0) std::memcpy(op->buffer.get(), data, length);
-    op->complete(Status::ok());
+    fail(Status(rep.err, "the peer refused to serve " + std::to_string(op->size) + " bytes: " +
+                             (rep.err == EFAULT ? "not inside memory it registered" : std::strerror(rep.err))));
+    return UCS_OK;
   }
+  const auto* bytes = static_cast<const std::byte*>(data);
+  uint64_t trailer = 0;
+  if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || length < kTrailer) {
+    fail(Status(EPROTO, "get reply chunk of " + std::to_string(length) + " bytes is malformed"));
+    return UCS_OK;
+  }
+  std::memcpy(&trailer, bytes + length - kTrailer, kTrailer);
+  if (trailer != kPacked) {
+    fail(Status(EIO, trailer == kWithdrawn ? "the peer withdrew the memory while replying"
+                                           : "get reply chunk without its trailer"));
+    return UCS_OK;
+  }
+  bool all = false;
+  if (!op->deliver(rep.offset, bytes, length - kTrailer, all)) {
+    fail(Status(EPROTO, "get reply chunk at " + std::to_string(rep.offset) + " of " +
+                            std::to_string(length - kTrailer) + " bytes for a get of " + std::to_string(op->size)));
+    return UCS_OK;
+  }
+  if (all && pending->take(rep.id)) op->complete(Status::ok());
   return UCS_OK;
 }
 
@@ -174,6 +236,10 @@ Status ucx_error(const std::string& what, ucs_status_t s) {
   return Status(err, what + ": " + ucs_status_string(s));
 }
 
+GetOp::GetOp(size_t n, std::byte* direct_to) : size(n), direct(direct_to) {
+  if (direct == nullptr) buffer = take_get_buffer(n, capacity);
+}
+
 void GetOp::complete(Status r) {
   {
     std::lock_guard lk(mu);
@@ -182,6 +248,24 @@ void GetOp::complete(Status r) {
     result = std::move(r);
   }
   cv.notify_all();
+}
+
+void GetOp::abandon() {
+  std::lock_guard lk(mu);
+  direct = nullptr;
+}
+
+bool GetOp::deliver(size_t offset, const std::byte* data, size_t n, bool& all_arrived) {
+  std::lock_guard lk(mu);
+  // Written so that no sum can overflow: offset and n come from a peer.
+  if (offset > size || n > size - offset || n > size - received) return false;
+  if (!done && n > 0) {
+    if (direct != nullptr) std::memcpy(direct + offset, data, n);
+    else if (buffer) std::memcpy(buffer.get() + offset, data, n);
+  }
+  received += n;
+  all_arrived = received == size;
+  return true;
 }
 
 bool gets_are_one_sided(const std::string& info) {
@@ -230,28 +314,24 @@ void ServedMemory::remove(uint64_t handle) {
   ranges_.erase(handle);
 }
 
-ReplyBuffer ServedMemory::copy(uint64_t address, size_t length) {
+uint64_t ServedMemory::find(uint64_t address, size_t length) const {
   std::lock_guard lk(mu_);
   for (const auto& [handle, range] : ranges_) {
     const auto [begin, size] = range;
     // Written so that no sum can overflow: address and length come from a peer.
-    if (address >= begin && address - begin <= size && length <= size - (address - begin)) {
-      ReplyBuffer out;
-      {
-        std::lock_guard pl(pool_mu_);
-        auto fit = std::find_if(pool_.begin(), pool_.end(), [&](const ReplyBuffer& b) { return b.capacity >= length; });
-        if (fit != pool_.end()) {
-          out = std::move(*fit);
-          pool_.erase(fit);
-          pooled_bytes_ -= out.capacity;
-        }
-      }
-      if (!out.bytes) out = {std::make_unique_for_overwrite<std::byte[]>(std::max<size_t>(length, 1)), length};
-      if (length > 0) std::memcpy(out.bytes.get(), reinterpret_cast<const std::byte*>(address), length);
-      return out;
-    }
+    if (address >= begin && address - begin <= size && length <= size - (address - begin)) return handle;
   }
-  return {};
+  return 0;
+}
+
+bool ServedMemory::read(uint64_t handle, uint64_t address, size_t n, std::byte* dst) const {
+  std::lock_guard lk(mu_);
+  auto it = ranges_.find(handle);
+  if (it == ranges_.end()) return false;
+  const auto [begin, size] = it->second;
+  if (address < begin || address - begin > size || n > size - (address - begin)) return false;
+  if (n > 0) std::memcpy(dst, reinterpret_cast<const std::byte*>(address), n);
+  return true;
 }
 
 namespace {
@@ -293,18 +373,21 @@ void give_get_buffer(std::unique_ptr<std::byte[]> buffer, size_t capacity) {
   get_pool.emplace_back(capacity, std::move(buffer));
 }
 
-void ServedMemory::recycle(ReplyBuffer buffer) {
-  std::lock_guard pl(pool_mu_);
-  if (!buffer.bytes || pool_.size() >= kPoolBuffers || pooled_bytes_ + buffer.capacity > kPoolBytes)
-    return;  // freed here
-  pooled_bytes_ += buffer.capacity;
-  pool_.push_back(std::move(buffer));
-}
-
 uint64_t PendingAmGets::add(std::shared_ptr<GetOp> op, const void* endpoint) {
   std::lock_guard lk(mu_);
   ops_.emplace(next_, std::make_pair(std::move(op), endpoint));
   return next_++;
+}
+
+std::shared_ptr<GetOp> PendingAmGets::find(uint64_t id) {
+  std::lock_guard lk(mu_);
+  auto it = ops_.find(id);
+  return it == ops_.end() ? nullptr : it->second.first;
+}
+
+size_t PendingAmGets::size() {
+  std::lock_guard lk(mu_);
+  return ops_.size();
 }
 
 std::shared_ptr<GetOp> PendingAmGets::take(uint64_t id) {
@@ -333,8 +416,9 @@ void PendingAmGets::fail_all(const void* endpoint, const Status& why) {
 }
 
 Status set_am_get_handlers(ucp_worker_h worker, ServedMemory& served, PendingAmGets& pending) {
+  if (chunk_datatype() == 0) return Status(ENOMEM, "UCX get reply datatype: ucp_dt_create_generic failed");
   DLFS_RETURN_IF_ERROR(set_handler(worker, kGetRequestId, on_get_request, &served));
-  return set_handler(worker, kGetReplyId, on_get_reply, &pending);
+  return set_handler(worker, kGetChunkId, on_get_chunk, &pending);
 }
 
 void post_am_get(ucp_ep_h ep, PendingAmGets& pending, const void* endpoint, const std::shared_ptr<GetOp>& op,

@@ -7,16 +7,26 @@
 // asks and answers itself, and a failed reply is just a failed send:
 //   asker:  AM kGetRequest, header {id, address, length}, on its worker
 //           endpoint (created with peer-failure handling), flag REPLY;
-//   target: the handler (progress thread, never blocks) copies the bytes if
+//   target: the handler (progress thread, never blocks) checks that
 //           [address, address + length) lies inside one range this node
-//           registered (ServedMemory), and answers on the reply endpoint
-//           with AM kGetReply, header {id, errno}, data: the bytes (eager,
-//           received whole: no rendezvous, no receive call);
-//   asker:  the reply handler finds the GetOp by id (PendingAmGets) and
-//           completes it; an endpoint that fails or closes completes all of
-//           its gets with an error.
-// A GetOp keeps its buffer until then, whether or not its caller still
-// waits: the caller's destination is never written late.
+//           registered (ServedMemory) and answers on the reply endpoint with
+//           AM kGetChunk messages, header {id, offset, errno}, each carrying
+//           up to kReplyChunk bytes packed straight from the registered
+//           memory when UCX sends it (one copy, into UCX's send buffer),
+//           followed by a trailer word that says whether the range was
+//           still registered when the bytes were packed (else they are not
+//           the stripe's); a refusal is one chunk with errno and no data;
+//   asker:  the chunk handler finds the GetOp by id (PendingAmGets) and
+//           copies the bytes into place (eager, received whole: no
+//           rendezvous, no receive call); the get completes when every byte
+//           arrived; an endpoint that fails or closes completes all of its
+//           gets with an error.
+// Chunks fit one TCP segment of UCX's (dlfsd sets 64 KiB), so UCX hands each
+// to the handler where it received it instead of first reassembling a whole
+// reply in a buffer of its own.
+// "Into place" is the caller's own memory while it waits (start_get_into),
+// else the GetOp's buffer, or nowhere once the caller gave up: the caller's
+// destination is never written after finish_get returned or the get was dropped.
 #pragma once
 
 #include <condition_variable>
@@ -41,23 +51,31 @@ Status ucx_error(const std::string& what, ucs_status_t s);
 
 // One get in flight (either path), shared by the caller and whoever
 // completes it, so that a caller that gave up leaves the buffer to it.
-// Get buffers are recycled, as reply buffers are (ServedMemory): dlfsd keeps
-// blocks over 128 KiB mmapped (fs/main.cc), so a fresh 1 MiB buffer per get
-// cost 256 page faults and an munmap on the asker's side too.
+// Get buffers are recycled (take_get_buffer): dlfsd keeps blocks over 128 KiB
+// mmapped (fs/main.cc), so a fresh 1 MiB buffer per get cost 256 page faults
+// and an munmap. A get into the caller's memory has no buffer at all.
 std::unique_ptr<std::byte[]> take_get_buffer(size_t n, size_t& capacity);
 void give_get_buffer(std::unique_ptr<std::byte[]> buffer, size_t capacity);
 
 struct GetOp : Endpoint::PendingGet::Op {
-  explicit GetOp(size_t n) : size(n), buffer(take_get_buffer(n, capacity)) {}
+  // direct: the caller's memory (start_get_into), written only while it waits.
+  explicit GetOp(size_t n, std::byte* direct_to = nullptr);
   ~GetOp() override { give_get_buffer(std::move(buffer), capacity); }
   void complete(Status result);  // once; later calls are ignored
+  void abandon() override;       // the caller gave up: no write to its memory after this returns
+  // Copies bytes [offset, offset + n) of the reply into place (the caller's
+  // memory, else the buffer, else nowhere); false if they do not fit the get.
+  // all_arrived: every byte of the get has now been delivered.
+  bool deliver(size_t offset, const std::byte* data, size_t n, bool& all_arrived);
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
   Status result;
   const size_t size;
   size_t capacity = 0;
-  std::unique_ptr<std::byte[]> buffer;
+  std::unique_ptr<std::byte[]> buffer;  // null for a get into the caller's memory
+  std::byte* direct = nullptr;          // the caller's memory; null once it stopped waiting
+  size_t received = 0;                  // bytes delivered so far (gets by message)
 };
 
 // Whether an endpoint's description (ucp_ep_print_info) shows a get lane on
@@ -66,48 +84,46 @@ struct GetOp : Endpoint::PendingGet::Op {
 // and the target serves it.
 bool gets_are_one_sided(const std::string& endpoint_info);
 
-// A reply's copy of the bytes asked for.
-struct ReplyBuffer {
-  std::unique_ptr<std::byte[]> bytes;  // null: refused
-  size_t capacity = 0;
-};
-
 // The memory this node offers for gets: the ranges given to register_memory.
-// A peer may read inside one of them, nothing else. Replies are copies, in
-// buffers that are recycled: a fresh 1 MiB block from mmap costs 256 page
-// faults, which halved the bandwidth of 1 MiB gets on the test machine.
+// A peer may read inside one of them, nothing else. Replies are packed from
+// it when UCX sends them, possibly after the request's handler returned, so
+// every read checks that its range is still listed, under the lock that
+// remove() takes: after remove() returns, nothing reads the range.
 class ServedMemory {
  public:
   uint64_t add(const std::byte* address, size_t length);  // a handle for remove()
-  void remove(uint64_t handle);  // after it returns, no copy reads the range
-  // A copy of [address, address + length) if it lies inside one range.
-  ReplyBuffer copy(uint64_t address, size_t length);
-  void recycle(ReplyBuffer buffer);  // the reply was sent (or failed)
+  void remove(uint64_t handle);
+  // The handle of the range that holds [address, address + length), or 0.
+  uint64_t find(uint64_t address, size_t length) const;
+  // Copies n bytes at `address` (inside range `handle`, as find() said) to
+  // dst, if that range is still listed; false if it was removed meanwhile.
+  bool read(uint64_t handle, uint64_t address, size_t n, std::byte* dst) const;
  private:
-  static constexpr size_t kPoolBytes = 64u << 20;  // kept for reuse at most,
-  static constexpr size_t kPoolBuffers = 64;        // in this many buffers
-  mutable std::mutex mu_;  // held during copies: remove() waits for them
+  mutable std::mutex mu_;  // held during reads: remove() waits for them
   uint64_t next_ = 1;
   std::map<uint64_t, std::pair<uint64_t, size_t>> ranges_;  // handle -> (address, length)
-  std::mutex pool_mu_;
-  std::vector<ReplyBuffer> pool_;
-  size_t pooled_bytes_ = 0;
 };
 
 // The gets this node asked for by active message and awaits replies to.
 class PendingAmGets {
  public:
   uint64_t add(std::shared_ptr<GetOp> op, const void* endpoint);  // its request id
+  std::shared_ptr<GetOp> find(uint64_t id);                      // null if gone
   std::shared_ptr<GetOp> take(uint64_t id);                      // null if gone
   void fail_all(const void* endpoint, const Status& why);        // the endpoint failed or closed
+  size_t size();                                                  // gets awaiting replies (tests)
  private:
   std::mutex mu_;
   uint64_t next_ = 1;
   std::unordered_map<uint64_t, std::pair<std::shared_ptr<GetOp>, const void*>> ops_;
 };
 
-// The largest get served by active message (a reply is copied into its own
-// buffer): bounds what one request can make the target allocate.
+// The bytes of reply data per chunk: with its headers and trailer, one 64 KiB
+// segment of UCX's TCP transport (UCX_TCP_TX_SEG_SIZE, which dlfsd sets).
+constexpr size_t kReplyChunk = 60u << 10;
+
+// The largest get served by active message: bounds the chunks one request
+// can make the target queue.
 constexpr size_t kMaxAmGet = 256u << 20;
 
 // Installs the request and reply handlers on `worker` (both tables must

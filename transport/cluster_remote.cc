@@ -48,7 +48,7 @@ void Cluster::Remote::fetch_many(uint32_t owner, std::span<Piece> pieces) {
     const uint64_t first = (pc.offset - rs.begin) / rs.extent_size;
     const uint64_t last = (pc.offset + pc.dst.size() - 1 - rs.begin) / rs.extent_size;
     if (!covers(*resident, first, last)) continue;
-    gets[i] = link->data_ep->start_get(*rs.key, rs.base + (pc.offset - rs.begin), pc.dst.size());
+    gets[i] = link->data_ep->start_get_into(*rs.key, rs.base + (pc.offset - rs.begin), pc.dst);
     posted[i] = true;
   }
   const auto deadline = std::chrono::steady_clock::now() + c_.options_.get_timeout;

@@ -75,10 +75,27 @@ class Endpoint {
    public:
     struct Op {  // an implementation's state of one get in flight
       virtual ~Op() = default;
+      // The caller gave up (its PendingGet was dropped unfinished): a get
+      // that writes the caller's memory directly (start_get_into) must not
+      // touch it after this returns.
+      virtual void abandon() {}
     };
     PendingGet() = default;
     PendingGet(std::shared_ptr<Op> op, size_t size) : op_(std::move(op)), size_(size) {}
     PendingGet(Status post_failed, size_t size) : size_(size), posted_(std::move(post_failed)) {}
+    PendingGet(PendingGet&& o) noexcept : op_(std::move(o.op_)), size_(o.size_), posted_(std::move(o.posted_)) {}
+    PendingGet& operator=(PendingGet&& o) noexcept {
+      if (this != &o) {
+        if (op_) op_->abandon();
+        op_ = std::move(o.op_);
+        size_ = o.size_;
+        posted_ = std::move(o.posted_);
+      }
+      return *this;
+    }
+    ~PendingGet() {
+      if (op_) op_->abandon();
+    }
     size_t size() const { return size_; }
     const Status& posted() const { return posted_; }  // the post failed (no wait then)
     std::shared_ptr<Op> take() { return std::move(op_); }  // null once finished
@@ -90,6 +107,14 @@ class Endpoint {
   virtual PendingGet start_get(const RemoteKey& key, uint64_t remote_address, size_t size) = 0;
   virtual Status finish_get(PendingGet& get, std::span<std::byte> dst,
                             std::chrono::steady_clock::time_point deadline) = 0;
+  // The same, but the fabric may land the bytes in dst itself (no private
+  // buffer, no copy in finish_get) while the caller still waits: dst may be
+  // written from now until finish_get(get, dst, ...) returns or the
+  // PendingGet is dropped, never after. finish_get must be given this dst.
+  // By default: start_get (a private buffer).
+  virtual PendingGet start_get_into(const RemoteKey& key, uint64_t remote_address, std::span<std::byte> dst) {
+    return start_get(key, remote_address, dst.size());
+  }
 
  protected:
   Endpoint() = default;

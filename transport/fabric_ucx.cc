@@ -141,12 +141,25 @@ Result<std::unique_ptr<Endpoint::RemoteKey>> UcxEndpoint::unpack(const std::stri
 }
 
 Endpoint::PendingGet UcxEndpoint::start_get(const RemoteKey& key, uint64_t remote_address, size_t size) {
+  return start(key, remote_address, size, nullptr);
+}
+
+Endpoint::PendingGet UcxEndpoint::start_get_into(const RemoteKey& key, uint64_t remote_address,
+                                                 std::span<std::byte> dst) {
+  // Only a get by message can land in dst directly: its bytes are copied in
+  // by DLFS's handler, which checks that the caller still waits. ucp_get
+  // writes its destination whenever UCX completes it: a private buffer.
+  return start(key, remote_address, dst.size(), am_gets_ ? dst.data() : nullptr);
+}
+
+Endpoint::PendingGet UcxEndpoint::start(const RemoteKey& key, uint64_t remote_address, size_t size,
+                                        std::byte* direct) {
   if (failed()) return PendingGet(Status(ECONNRESET, "connection to " + peer_ + " is broken"), size);
   if (am_gets_ && size > kMaxAmGet)  // checked before allocating: the target refuses it anyway
     return PendingGet(Status(EMSGSIZE, "a get of " + std::to_string(size) + " bytes from " + peer_ +
                                            " is larger than a get by message may be (" + std::to_string(kMaxAmGet) + ")"),
                       size);
-  auto op = std::make_shared<GetOp>(size);
+  auto op = std::make_shared<GetOp>(size, direct);
   if (am_gets_) {
     post_am_get(ep_, fabric_.pending_gets_, this, op, remote_address);
     fabric_.wake();
@@ -174,12 +187,21 @@ Status UcxEndpoint::finish_get(PendingGet& g, std::span<std::byte> dst,
   if (!g.posted()) return g.posted();
   // Pending gets come from this endpoint's start_get(): their state is a GetOp.
   std::shared_ptr<GetOp> op = std::static_pointer_cast<GetOp>(g.take());
-  if (!op || dst.size() != g.size()) return Status(EINVAL, "get from " + peer_ + ": finished twice or resized");
+  if (!op) return Status(EINVAL, "get from " + peer_ + ": finished twice");
   std::unique_lock lk(op->mu);
-  if (!op->cv.wait_until(lk, deadline, [&] { return op->done; }))
+  const bool into_dst = !op->buffer;  // started with start_get_into: the bytes land in dst itself
+  if (dst.size() != g.size() || (into_dst && op->direct != dst.data())) {
+    op->direct = nullptr;
+    return Status(EINVAL, "get from " + peer_ + ": finished with another destination than it was started with");
+  }
+  const bool done = op->cv.wait_until(lk, deadline, [&] { return op->done; });
+  // Whatever happened, the caller's memory is not written after this
+  // returns: the chunk handler copies into it only under mu, while set.
+  op->direct = nullptr;
+  if (!done)
     return Status(ETIMEDOUT, "get of " + std::to_string(dst.size()) + " bytes from " + peer_ + " missed its deadline");
   if (!op->result) return op->result.with_context("get from " + peer_);
-  std::memcpy(dst.data(), op->buffer.get(), dst.size());
+  if (!into_dst) std::memcpy(dst.data(), op->buffer.get(), dst.size());
   return Status::ok();
 }
 
@@ -206,6 +228,12 @@ Result<std::unique_ptr<UcxFabric>> UcxFabric::create(const FabricOptions& option
   // get bandwidth for 1 MiB gets (tools/bench/ucx_baseline.sh); every daemon
   // sets the same, and the user's setting wins.
   ::setenv("UCX_TCP_TX_SEG_SIZE", "64K", 0);
+  // One worker is shared by the progress thread and every thread that posts
+  // a get. UCX guards it with a spinlock by default: on a host with few
+  // cores a poster spun for as long as the progress thread held the worker
+  // (running get handlers that copy up to 64 KiB each), 5% of the daemons'
+  // time in the aggregate benchmark. A mutex lets the waiter sleep.
+  ::setenv("UCX_USE_MT_MUTEX", "y", 0);
   ucp_config_t* config = nullptr;
   if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK) return ucx_error("UCX config", s);
   ucp_params_t params{};

@@ -50,12 +50,15 @@ class UcxEndpoint final : public Endpoint {
   std::string describe() const override;
   Result<std::unique_ptr<RemoteKey>> unpack(const std::string& packed_rkey) override;
   PendingGet start_get(const RemoteKey& key, uint64_t remote_address, size_t size) override;
+  PendingGet start_get_into(const RemoteKey& key, uint64_t remote_address, std::span<std::byte> dst) override;
   Status finish_get(PendingGet& get, std::span<std::byte> dst, std::chrono::steady_clock::time_point deadline) override;
 
  private:
   friend class UcxFabric;
   UcxEndpoint(UcxFabric& fabric, std::string peer) : fabric_(fabric), peer_(std::move(peer)) {}
   static void on_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+  // A get into `direct` (the caller's memory, gets by message only) or a private buffer.
+  PendingGet start(const RemoteKey& key, uint64_t remote_address, size_t size, std::byte* direct);
   UcxFabric& fabric_;
   ucs_status_t create(const std::string& address, ucp_err_handling_mode_t mode);
   std::string ucx_info() const;  // ucp_ep_print_info's text

@@ -66,15 +66,17 @@ GetMode mode_named(const char* name) {
   if (!key) _exit(4);
   const uint64_t base = std::stoull(std::getenv("DLFS_CHILD_BASE"));
   const std::vector<std::byte> want = stripe_bytes();
-  std::vector<std::byte> got(1 << 20);
+  // Into the caller's buffers, as dlfsd's reads do (start_get_into).
+  std::vector<std::vector<std::byte>> got(16, std::vector<std::byte>(1 << 20));
+  const size_t piece = got[0].size();
   for (uint64_t round = 0;; ++round) {
     std::vector<Endpoint::PendingGet> gets;
-    const size_t pieces = kStripe / got.size();
-    for (size_t i = 0; i < 16; ++i)
-      gets.push_back((*ep)->start_get(**key, base + i % pieces * got.size(), got.size()));
+    const size_t pieces = kStripe / piece;
+    for (size_t i = 0; i < got.size(); ++i)
+      gets.push_back((*ep)->start_get_into(**key, base + i % pieces * piece, got[i]));
     for (size_t i = 0; i < gets.size(); ++i) {
-      if (!(*ep)->finish_get(gets[i], got, std::chrono::steady_clock::now() + 10s)) _exit(5);
-      if (std::memcmp(got.data(), want.data() + i % pieces * got.size(), got.size()) != 0) _exit(6);
+      if (!(*ep)->finish_get(gets[i], got[i], std::chrono::steady_clock::now() + 10s)) _exit(5);
+      if (std::memcmp(got[i].data(), want.data() + i % pieces * piece, piece) != 0) _exit(6);
       if (round == 0 && i == 0 && ::write(fd, "x", 1) != 1) _exit(7);  // the rest are in flight
     }
   }
@@ -216,17 +218,28 @@ TEST(FabricKill, AStalledServerNeverWritesTheCallersBufferLate) {
   ASSERT_TRUE((*ep)->get(**key, base, got, 10s));
   ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size()));
   ::kill(c.pid, SIGSTOP);
-  std::vector<std::byte> late(1 << 20, std::byte{0x5a});
+  auto untouched = [](const std::vector<std::byte>& v) {
+    return std::all_of(v.begin(), v.end(), [](std::byte b) { return b == std::byte{0x5a}; });
+  };
+  // A get into a private buffer, one into the caller's buffer that misses
+  // its deadline, and one into the caller's buffer that is dropped unfinished.
+  std::vector<std::byte> late(1 << 20, std::byte{0x5a}), late_into(1 << 20, std::byte{0x5a}),
+      dropped(1 << 20, std::byte{0x5a});
   const auto t0 = std::chrono::steady_clock::now();
   Status s = (*ep)->get(**key, base + 4096, late, 300ms);
   EXPECT_EQ(s.err(), ETIMEDOUT) << s.message();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  Endpoint::PendingGet g = (*ep)->start_get_into(**key, base + 12288, late_into);
+  s = (*ep)->finish_get(g, late_into, std::chrono::steady_clock::now() + 300ms);
+  EXPECT_EQ(s.err(), ETIMEDOUT) << s.message();
+  { Endpoint::PendingGet gone = (*ep)->start_get_into(**key, base + 16384, dropped); }
   ::kill(c.pid, SIGCONT);
-  // Replies come back in order: once this get is answered, so was the late one.
+  // Replies come back in order: once this get is answered, so were the late ones.
   ASSERT_TRUE((*ep)->get(**key, base + 8192, got, 10s));
   EXPECT_EQ(0, std::memcmp(got.data(), want.data() + 8192, got.size()));
-  EXPECT_TRUE(std::all_of(late.begin(), late.end(), [](std::byte b) { return b == std::byte{0x5a}; }))
-      << "the caller's buffer was written after its deadline";
+  EXPECT_TRUE(untouched(late)) << "the caller's buffer was written after its deadline";
+  EXPECT_TRUE(untouched(late_into)) << "start_get_into: the caller's buffer was written after its deadline";
+  EXPECT_TRUE(untouched(dropped)) << "start_get_into: the buffer of a dropped get was written";
   kill_and_reap(c);
 }
 

@@ -19,6 +19,9 @@ path costs, not what separate machines would reach.
 
 usage: cluster_bench.py [--build DIR] [--workdir DIR] [--size 1G] [--nodes 1,2,3]
                         [--repeat 3] [--json out.json] [--plots DIR]
+       cluster_bench.py --build new=DIR,main=DIR,... --rounds 5 --nodes 2 --size 256M
+                        (A/B of the aggregate: the builds alternate within every
+                        round, the order rotating; medians and per-round ratios)
 Needs root (namespaces, FUSE mounts).
 """
 import argparse
@@ -232,9 +235,53 @@ def bench_remote(a, daemons, results):
         c.close(daemons)
 
 
+def parse_builds(spec):
+    """"DIR" or "LABEL=DIR,LABEL=DIR,...": [(label, dir)], each with an fs/dlfsd."""
+    builds = []
+    for item in spec.split(","):
+        label, _, path = item.rpartition("=")
+        path = os.path.abspath(path)
+        if not os.access(os.path.join(path, "fs/dlfsd"), os.X_OK):
+            sys.exit(f"--build {item}: no executable fs/dlfsd under {path}")
+        builds.append((label or os.path.basename(os.path.dirname(path)) or path, path))
+    if len({b[0] for b in builds}) != len(builds):
+        sys.exit(f"--build {spec}: two builds have the same label")
+    return builds
+
+
+def ab_aggregate(a, builds, daemons):
+    """Each round runs every build once (a.repeat epochs each), the order
+    rotating, so that a noisy neighbour hits all builds alike; a build's
+    figure is the median of its round medians, its ratio to the first build
+    the median of the per-round ratios."""
+    n_list = [int(x) for x in a.nodes.split(",")]
+    rounds = {b[0]: {n: [] for n in n_list} for b in builds}
+    for r in range(a.rounds):
+        for k in range(len(builds)):
+            label, path = builds[(k + r) % len(builds)]
+            a.dlfsd = os.path.join(path, "fs/dlfsd")
+            for n in n_list:
+                res = {"aggregate": {}}
+                bench_aggregate(a, n, daemons, res)
+                rounds[label][n].append(res["aggregate"][str(n)]["mb_s"])
+                log(f"round {r}: {label} {n} node(s) {rounds[label][n][-1]:,.0f} MB/s")
+    first = builds[0][0]
+    print(f"\nA/B, aggregate MB/s ({a.rounds} rounds of {a.repeat} epochs; median of round medians; "
+          f"ratio to {first}: median of per-round ratios):")
+    for n in n_list:
+        for label, _ in builds:
+            runs = rounds[label][n]
+            ratios = [x / y for x, y in zip(runs, rounds[first][n])]
+            print(f"  {n} node(s)  {label:>12} {statistics.median(runs):8,.0f}   "
+                  f"x{statistics.median(ratios):.2f} of {first}   rounds: " + ", ".join(f"{x:,.0f}" for x in runs))
+    return rounds
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default=os.path.join(SRC, "build"))
+    ap.add_argument("--build", default=os.path.join(SRC, "build"),
+                    help="a build directory, or LABEL=DIR,LABEL=DIR,... for an A/B of the aggregate")
+    ap.add_argument("--rounds", type=int, default=3, help="A/B rounds (several builds only)")
     ap.add_argument("--workdir", default="/tmp/dlfs-cluster-bench")
     ap.add_argument("--size", type=size_arg, default=1 << 30, help="dataset size (files of 1 MiB)")
     ap.add_argument("--nodes", default="1,2,3")
@@ -246,10 +293,21 @@ def main():
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("cluster_bench.py needs root (network namespaces and FUSE mounts)")
-    a.dlfsd = os.path.join(a.build, "fs/dlfsd")
+    builds = parse_builds(a.build)
+    a.dlfsd = os.path.join(builds[0][1], "fs/dlfsd")
     os.makedirs(a.workdir, exist_ok=True)
     a.dataset = os.path.join(a.workdir, f"data-{a.size >> 20}M")
     ensure_dataset(a.dataset, a.size // MiB, MiB, 16)
+    if len(builds) > 1:
+        daemons = Daemons()
+        try:
+            rounds = ab_aggregate(a, builds, daemons)
+        finally:
+            daemons.stop_all()
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"ab_aggregate": {k: {str(n): v for n, v in r.items()} for k, r in rounds.items()}}, f, indent=1)
+        return
     results = {"aggregate": {}}
     daemons = Daemons()
     try:
