@@ -3,21 +3,31 @@
 // Extents are loaded in byte-space order by a bounded pool of threads (the
 // number of backend requests in flight); each extent is read with large
 // sequential preads (read_size at most, coalescing small files into one
-// extent), checksummed (xxh3-64) and published. The daemon serves reads while
-// this runs: what is not resident yet is read from the backend by the caller.
-// Progress (bytes, rate, ETA) is logged every few seconds and readable any time.
+// extent), checksummed (xxh3-64) and published (cache/extent_fill.h). The
+// daemon serves reads while this runs: while started, the Loader hands its
+// ExtentFill to the buffer, and a reader that needs an absent extent claims
+// and loads it the same way (so no byte is read from the backend twice); a
+// thread that finds an extent already claimed skips it.
+//
+// Progress counts what the buffer holds (resident and failed extents, whoever
+// loaded them): the load is done when every cacheable extent is settled, and
+// the last loader thread waits for extents readers are still loading before
+// it reports done. Progress (bytes, rate, ETA) is logged every few seconds
+// and readable any time.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cache/backend_reader.h"
+#include "cache/extent_fill.h"
 #include "cache/storage_buffer.h"
 
 namespace dlfs::cache {
@@ -38,7 +48,7 @@ struct LoadProgress {
   double elapsed_s = 0;
   double rate_bps = 0;          // bytes_loaded / elapsed
   double eta_s = 0;             // remaining / rate; 0 when done
-  bool done = false;            // every cacheable extent resident or failed
+  bool done = false;            // every cacheable extent resident or failed (whoever loaded it)
 };
 
 class Loader {
@@ -48,28 +58,21 @@ class Loader {
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
-  void start();             // spawns the threads; returns at once
-  void stop();              // asks threads to finish their extent and exit; joins
+  void start();             // spawns the threads, lets readers load; returns at once
+  void stop();              // readers stop loading; threads finish their extent and exit; joins
   void wait();              // blocks until done (or stopped)
   LoadProgress progress() const;
 
  private:
   void run_worker();
   void run_monitor();  // the periodic progress line
-  Status load_extent(uint64_t e);
-  void report_failure(uint64_t e, const Status& s);
   void log_final();
   StorageBuffer& buffer_;
-  const BackendReader& backend_;
   LoaderOptions options_;
+  std::shared_ptr<const ExtentFill> fill_;  // shared with readers through the buffer
   std::vector<std::thread> threads_;
   std::thread monitor_;
   std::atomic<uint64_t> next_extent_{0};
-  std::atomic<uint64_t> bytes_loaded_{0};
-  std::atomic<uint64_t> bytes_failed_{0};
-  std::atomic<uint64_t> extents_loaded_{0};
-  std::atomic<uint64_t> extents_failed_{0};
-  std::atomic<unsigned> failure_lines_{0};
   std::atomic<unsigned> running_{0};
   std::atomic<bool> stop_{false};
   std::atomic<bool> started_{false};
