@@ -50,7 +50,7 @@ void Loader::start() {
   }
   spdlog::info("[{}] loading {} in {} extents of {} with {} threads", options_.label,
                format_size(buffer_.capacity_bytes()), total, format_size(buffer_.extent_size()), n);
-  buffer_.set_fill_on_read(fill_);  // from now on a reader loads the absent extent it needs
+  if (options_.readers_load) buffer_.set_fill_on_read(fill_);  // a reader loads the absent extent it needs
   for (unsigned i = 0; i < n; ++i) threads_.emplace_back([this] { run_worker(); });
   if (options_.log_interval_s > 0) monitor_ = std::thread([this] { run_monitor(); });
 }

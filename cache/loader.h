@@ -4,10 +4,10 @@
 // number of backend requests in flight); each extent is read with large
 // sequential preads (read_size at most, coalescing small files into one
 // extent), checksummed (xxh3-64) and published (cache/extent_fill.h). The
-// daemon serves reads while this runs: while started, the Loader hands its
-// ExtentFill to the buffer, and a reader that needs an absent extent claims
-// and loads it the same way (so no byte is read from the backend twice); a
-// thread that finds an extent already claimed skips it.
+// daemon serves reads while this runs: what is not resident yet is read from
+// the backend by the caller, or, with readers_load, claimed and loaded whole
+// by the reader the same way (the Loader hands its ExtentFill to the buffer
+// while it runs); a thread that finds an extent already claimed skips it.
 //
 // Progress counts what the buffer holds (resident and failed extents, whoever
 // loaded them): the load is done when every cacheable extent is settled, and
@@ -37,6 +37,12 @@ struct LoaderOptions {
   uint64_t read_size = 8ull << 20;     // largest single pread
   double log_interval_s = 5.0;         // progress log period; 0 = never
   std::string label;                   // dataset name, for log lines
+  // While loading, a reader that needs an absent extent loads it (instead of
+  // reading its own bytes from the backend beside the loader). Off by
+  // default: on a 2-core VM where first touch of fresh memory is slow it
+  // made reads during the load slower (docs/benchmarks.md, "Reads while
+  // loading"), since every miss then waits for a whole extent.
+  bool readers_load = false;
 };
 
 struct LoadProgress {
@@ -58,7 +64,7 @@ class Loader {
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
-  void start();             // spawns the threads, lets readers load; returns at once
+  void start();             // spawns the threads (and lets readers load); returns at once
   void stop();              // readers stop loading; threads finish their extent and exit; joins
   void wait();              // blocks until done (or stopped)
   LoadProgress progress() const;

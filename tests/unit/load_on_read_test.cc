@@ -103,7 +103,7 @@ TEST(LoadOnRead, ReaderLoadsTheAbsentExtentWhole) {
   EXPECT_TRUE(in_buffer(b, g));
 
   // The Loader then loads the rest and counts the extents readers loaded.
-  Loader loader(b, *f->d->reader, LoaderOptions{.threads = 2, .log_interval_s = 0, .label = "test"});
+  Loader loader(b, *f->d->reader, LoaderOptions{.threads = 2, .log_interval_s = 0, .label = "test", .readers_load = true});
   loader.start();
   loader.wait();
   LoadProgress p = loader.progress();
@@ -115,6 +115,27 @@ TEST(LoadOnRead, ReaderLoadsTheAbsentExtentWhole) {
   EXPECT_EQ(b.fill_on_read(), nullptr) << "a stopped loader no longer lets readers load";
 }
 
+TEST(LoadOnRead, OnlyALoaderWithReadersLoadLetsReadersLoad) {
+  auto f = make(100, 20 << 10, 32 << 10, 9);
+  ASSERT_TRUE(f);
+  StorageBuffer& b = *f->b;
+  {
+    Loader off(b, *f->d->reader, LoaderOptions{.threads = 1, .log_interval_s = 0, .label = "off"});
+    off.start();
+    EXPECT_EQ(b.fill_on_read(), nullptr) << "by default misses read the backend";
+    off.wait();
+  }
+  auto g = make(100, 20 << 10, 32 << 10, 9);
+  ASSERT_TRUE(g);
+  Loader on(*g->b, *g->d->reader, LoaderOptions{.threads = 1, .log_interval_s = 0, .label = "on", .readers_load = true});
+  on.start();
+  EXPECT_NE(g->b->fill_on_read(), nullptr);
+  on.wait();
+  EXPECT_TRUE(on.progress().done);
+  on.stop();
+  EXPECT_EQ(g->b->fill_on_read(), nullptr);
+}
+
 TEST(LoadOnRead, ConcurrentReadersAndLoaderNeverServeWrongBytes) {
   for (int round = 0; round < 3; ++round) {
     auto f = make(800, 24 << 10, 16 << 10, 100 + round);
@@ -123,7 +144,7 @@ TEST(LoadOnRead, ConcurrentReadersAndLoaderNeverServeWrongBytes) {
     const uint64_t total = f->d->manifest.total_bytes();
     // One thread with small preads: the readers race it for most extents.
     Loader loader(b, *f->d->reader, LoaderOptions{.threads = 1, .read_size = 4096, .log_interval_s = 0,
-                                                  .label = "race"});
+                                                  .label = "race", .readers_load = true});
     std::atomic<bool> go{false};
     std::atomic<int> bad{0};
     std::atomic<uint64_t> loaded_by_readers{0};
