@@ -57,12 +57,14 @@ void SampleReader::load_on_miss(uint64_t offset, uint64_t length, ReadCounters& 
   const uint64_t lo = std::max(offset, buffer_.range_begin());
   const uint64_t hi = std::min(offset + length, buffer_.range_end());
   if (lo >= hi || buffer_.cacheable_extents() == 0) return;  // another node's stripe, or no memory
+  // No load that lets readers load: a miss reads the backend at once, never
+  // waiting for the loader (that would make reads during the load slower).
+  std::shared_ptr<const ExtentFill> fill = buffer_.fill_on_read();
+  if (!fill) return;
   const uint64_t last = std::min(buffer_.extent_of(hi - 1), buffer_.cacheable_extents() - 1);
-  std::shared_ptr<const ExtentFill> fill;  // looked up at the first absent extent
   for (uint64_t e = buffer_.extent_of(lo); e <= last; ++e) {
     ExtentState st = buffer_.state(e);
     if (st == ExtentState::absent) {
-      if (!fill && !(fill = buffer_.fill_on_read())) return;  // no load running: the backend serves
       if (fill->claim_and_load(e)) {
         count(c.extents_loaded, 1);
         continue;

@@ -3,11 +3,12 @@
 // of these that has it:
 //
 //   1. the pinned round buffer that holds the sample (epochs in rounds);
-//   2. this node's resident extents (the storage buffer); while the Loader
-//      runs, a read that needs an absent extent of this node claims it and
-//      loads it whole (cache/extent_fill.h) and then serves it from memory;
-//      one that finds it being loaded waits for it, up to load_wait, then
-//      reads the backend (a stuck load never blocks a reader for long);
+//   2. this node's resident extents (the storage buffer); while a Loader
+//      with readers_load runs, a read that needs an absent extent of this
+//      node claims it and loads it whole (cache/extent_fill.h), then serves
+//      it from memory; one that finds it being loaded waits for it, up to
+//      load_wait, then reads the backend (a stuck load never blocks a reader
+//      for long). Without readers_load a miss goes straight to 4;
 //   3. the stream's read-ahead ring (a view's samples fetched ahead in order);
 //   4. the Fetcher: a peer's memory (one-sided get) or the backend.
 //
@@ -93,8 +94,9 @@ class SampleReader {
   void set_load_wait(std::chrono::nanoseconds wait) { load_wait_ = wait; }
 
  private:
-  // While a Loader runs: loads the absent extents of this node that
-  // [offset, offset + length) touches, or waits for those being loaded.
+  // While a Loader with readers_load runs: loads the absent extents of this
+  // node that [offset, offset + length) touches, or waits for those being
+  // loaded. Otherwise returns at once.
   // Afterwards they are resident, failed, or (a wait timed out) loading.
   void load_on_miss(uint64_t offset, uint64_t length, ReadCounters& c) const;
   // The round pin covering the sample (held in `out`), or null: no rounds,

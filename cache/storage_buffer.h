@@ -108,8 +108,16 @@ class StorageBuffer {
   // How readers load the absent extents they read: set by a running Loader,
   // null otherwise (then misses go to the backend). Shared: a reader keeps it
   // alive through its load even if the Loader stops meanwhile.
-  void set_fill_on_read(std::shared_ptr<const ExtentFill> fill) { fill_on_read_.store(std::move(fill)); }
-  std::shared_ptr<const ExtentFill> fill_on_read() const { return fill_on_read_.load(); }
+  void set_fill_on_read(std::shared_ptr<const ExtentFill> fill) {
+    const bool set = fill != nullptr;
+    fill_on_read_.store(std::move(fill));
+    has_fill_.store(set, std::memory_order_release);
+  }
+  std::shared_ptr<const ExtentFill> fill_on_read() const {
+    // The flag first: most reads happen with no fill set (no load, or one
+    // without readers_load), and the shared pointer's load takes a lock.
+    return has_fill_.load(std::memory_order_acquire) ? fill_on_read_.load() : nullptr;
+  }
 
  private:
   StorageBuffer() = default;
@@ -127,6 +135,7 @@ class StorageBuffer {
   std::atomic<uint64_t> failed_extents_{0};
   std::atomic<uint64_t> settled_{0};
   std::atomic<std::shared_ptr<const ExtentFill>> fill_on_read_;
+  std::atomic<bool> has_fill_{false};
   // Wakes wait_settled()/wait_all_settled() when an extent settles (once per
   // extent: a lock per 8 MiB loaded).
   mutable std::mutex settle_mu_;
