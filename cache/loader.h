@@ -11,8 +11,8 @@
 //
 // Progress counts what the buffer holds (resident and failed extents, whoever
 // loaded them): the load is done when every cacheable extent is settled, and
-// the last loader thread waits for extents readers are still loading before
-// it reports done. Progress (bytes, rate, ETA) is logged every few seconds
+// loader threads that walked every extent wait for the ones readers are still
+// loading before the load reports done. Progress (bytes, rate, ETA) is logged every few seconds
 // and readable any time.
 #pragma once
 
