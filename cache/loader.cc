@@ -11,10 +11,6 @@
 namespace dlfs::cache {
 namespace {
 
-// Failed extents are logged one by one up to this many, then only counted:
-// a vanished directory of a million files must not flood the log.
-constexpr unsigned kMaxFailureLines = 5;
-
 std::string format_seconds(double s) {
   char buf[32];
   if (s < 1) std::snprintf(buf, sizeof buf, "%.2fs", s);
@@ -27,11 +23,16 @@ std::string format_seconds(double s) {
 
 }  // namespace
 
+// How long a loader thread that walked every extent sleeps between looks at stop_ while readers
+// finish the extents they claimed.
+constexpr auto kSettlePoll = std::chrono::milliseconds(50);
+
 Loader::Loader(StorageBuffer& buffer, const BackendReader& backend, LoaderOptions options)
-    : buffer_(buffer), backend_(backend), options_(std::move(options)) {
+    : buffer_(buffer), options_(std::move(options)) {
   options_.threads = std::max(1u, options_.threads);
   options_.read_size = std::max<uint64_t>(1, options_.read_size);
   if (options_.label.empty()) options_.label = "dataset";
+  fill_ = std::make_shared<const ExtentFill>(buffer_, backend, options_.read_size, options_.label);
 }
 
 Loader::~Loader() { stop(); }
@@ -49,11 +50,14 @@ void Loader::start() {
   }
   spdlog::info("[{}] loading {} in {} extents of {} with {} threads", options_.label,
                format_size(buffer_.capacity_bytes()), total, format_size(buffer_.extent_size()), n);
+  if (options_.readers_load) buffer_.set_fill_on_read(fill_);  // a reader loads the absent extent it needs
   for (unsigned i = 0; i < n; ++i) threads_.emplace_back([this] { run_worker(); });
   if (options_.log_interval_s > 0) monitor_ = std::thread([this] { run_monitor(); });
 }
 
 void Loader::stop() {
+  // Readers stop claiming extents; one already loading finishes (it holds the fill).
+  if (buffer_.fill_on_read() == fill_) buffer_.set_fill_on_read(nullptr);
   stop_.store(true);
   { std::lock_guard lk(mu_); }  // a waiter is either before its check or asleep
   cv_.notify_all();
@@ -71,10 +75,11 @@ LoadProgress Loader::progress() const {
   LoadProgress p;
   p.bytes_total = buffer_.capacity_bytes();
   p.extents_total = buffer_.cacheable_extents();
-  p.bytes_loaded = bytes_loaded_.load(std::memory_order_relaxed);
-  p.extents_loaded = extents_loaded_.load(std::memory_order_relaxed);
-  p.extents_failed = extents_failed_.load(std::memory_order_relaxed);
-  p.done = p.extents_loaded + p.extents_failed == p.extents_total;
+  // The buffer's counts: extents loaded by readers (or an earlier loader) count too.
+  p.extents_failed = buffer_.failed_extents();
+  p.extents_loaded = buffer_.resident_extents();
+  p.bytes_loaded = buffer_.resident_bytes();
+  p.done = buffer_.settled_extents() >= p.extents_total;
   if (started_.load(std::memory_order_acquire)) {
     int64_t ns = finish_ns_.load();
     if (ns == 0)
@@ -84,7 +89,7 @@ LoadProgress Loader::progress() const {
   }
   if (p.elapsed_s > 0) p.rate_bps = static_cast<double>(p.bytes_loaded) / p.elapsed_s;
   // Failed bytes are not "remaining": nobody will load them.
-  uint64_t settled = p.bytes_loaded + bytes_failed_.load(std::memory_order_relaxed);
+  uint64_t settled = p.bytes_loaded + buffer_.failed_bytes();
   uint64_t remaining = p.bytes_total > settled ? p.bytes_total - settled : 0;
   if (!p.done && p.rate_bps > 0) p.eta_s = static_cast<double>(remaining) / p.rate_bps;
   return p;
@@ -98,30 +103,13 @@ void Loader::run_worker() {
   while (!stop_.load(std::memory_order_relaxed)) {
     uint64_t e = next_extent_.fetch_add(1, std::memory_order_relaxed);
     if (e >= total) break;
-    const uint64_t len = buffer_.extent_length(e);
-    if (!buffer_.try_mark_loading(e)) {
-      // Loaded before this loader ran: count it so that `done` still means
-      // "every cacheable extent settled".
-      ExtentState st = buffer_.state(e);
-      if (st == ExtentState::resident) {
-        bytes_loaded_.fetch_add(len, std::memory_order_relaxed);
-        extents_loaded_.fetch_add(1, std::memory_order_relaxed);
-      } else if (st == ExtentState::failed) {
-        bytes_failed_.fetch_add(len, std::memory_order_relaxed);
-        extents_failed_.fetch_add(1, std::memory_order_relaxed);
-      }
-      continue;
-    }
-    Status s = load_extent(e);
-    if (s) {
-      bytes_loaded_.fetch_add(len, std::memory_order_relaxed);
-      extents_loaded_.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      buffer_.mark_failed(e);
-      bytes_failed_.fetch_add(len, std::memory_order_relaxed);
-      extents_failed_.fetch_add(1, std::memory_order_relaxed);
-      report_failure(e, s);
-    }
+    // Claimed already (by a reader, or loaded before this loader ran): the
+    // buffer counts it when it settles.
+    fill_->claim_and_load(e);
+  }
+  // Then wait for the extents readers claimed, so that wait() and the final
+  // line mean "every extent settled" (or stopped).
+  while (!stop_.load(std::memory_order_relaxed) && !buffer_.wait_all_settled(kSettlePoll)) {
   }
   if (running_.fetch_sub(1) == 1) {  // last one out
     finish_ns_.store(std::max<int64_t>(
@@ -130,33 +118,6 @@ void Loader::run_worker() {
     log_final();
     { std::lock_guard lk(mu_); }
     cv_.notify_all();
-  }
-}
-
-Status Loader::load_extent(uint64_t e) {
-  std::byte* dst = buffer_.extent_data(e);
-  const uint64_t base = buffer_.extent_begin(e);
-  const uint64_t len = buffer_.extent_length(e);
-  // Straight into the mapping, at most read_size per request; the backend
-  // reader splits a request that spans small files into one pread per file.
-  for (uint64_t off = 0; off < len;) {
-    uint64_t n = std::min(options_.read_size, len - off);
-    DLFS_RETURN_IF_ERROR(backend_.read(base + off, std::span<std::byte>(dst + off, n)));
-    off += n;
-  }
-  buffer_.mark_resident(e, extent_checksum(std::span<const std::byte>(dst, len)));
-  return Status::ok();
-}
-
-void Loader::report_failure(uint64_t e, const Status& s) {
-  unsigned n = failure_lines_.fetch_add(1, std::memory_order_relaxed);
-  if (n < kMaxFailureLines) {
-    spdlog::warn("[{}] extent {} (byte-space [{}, {})) not loaded, reads of it go to the backend: {}",
-                 options_.label, e, buffer_.extent_begin(e), buffer_.extent_begin(e) + buffer_.extent_length(e),
-                 s.message());
-  } else if (n == kMaxFailureLines) {
-    spdlog::warn("[{}] more extents failed to load; not logging each (the final line has the count)",
-                 options_.label);
   }
 }
 

@@ -3,21 +3,31 @@
 // Extents are loaded in byte-space order by a bounded pool of threads (the
 // number of backend requests in flight); each extent is read with large
 // sequential preads (read_size at most, coalescing small files into one
-// extent), checksummed (xxh3-64) and published. The daemon serves reads while
-// this runs: what is not resident yet is read from the backend by the caller.
-// Progress (bytes, rate, ETA) is logged every few seconds and readable any time.
+// extent), checksummed (xxh3-64) and published (cache/extent_fill.h). The
+// daemon serves reads while this runs: what is not resident yet is read from
+// the backend by the caller, or, with readers_load, claimed and loaded whole
+// by the reader the same way (the Loader hands its ExtentFill to the buffer
+// while it runs); a thread that finds an extent already claimed skips it.
+//
+// Progress counts what the buffer holds (resident and failed extents, whoever
+// loaded them): the load is done when every cacheable extent is settled, and
+// loader threads that walked every extent wait for the ones readers are still
+// loading before the load reports done. Progress (bytes, rate, ETA) is logged every few seconds
+// and readable any time.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cache/backend_reader.h"
+#include "cache/extent_fill.h"
 #include "cache/storage_buffer.h"
 
 namespace dlfs::cache {
@@ -27,6 +37,12 @@ struct LoaderOptions {
   uint64_t read_size = 8ull << 20;     // largest single pread
   double log_interval_s = 5.0;         // progress log period; 0 = never
   std::string label;                   // dataset name, for log lines
+  // While loading, a reader that needs an absent extent loads it (instead of
+  // reading its own bytes from the backend beside the loader). Off by
+  // default: on a 2-core VM where first touch of fresh memory is slow it
+  // made reads during the load slower (docs/benchmarks.md, "Reads while
+  // loading"), since every miss then waits for a whole extent.
+  bool readers_load = false;
 };
 
 struct LoadProgress {
@@ -38,7 +54,7 @@ struct LoadProgress {
   double elapsed_s = 0;
   double rate_bps = 0;          // bytes_loaded / elapsed
   double eta_s = 0;             // remaining / rate; 0 when done
-  bool done = false;            // every cacheable extent resident or failed
+  bool done = false;            // every cacheable extent resident or failed (whoever loaded it)
 };
 
 class Loader {
@@ -48,28 +64,21 @@ class Loader {
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
-  void start();             // spawns the threads; returns at once
-  void stop();              // asks threads to finish their extent and exit; joins
+  void start();             // spawns the threads (and lets readers load); returns at once
+  void stop();              // readers stop loading; threads finish their extent and exit; joins
   void wait();              // blocks until done (or stopped)
   LoadProgress progress() const;
 
  private:
   void run_worker();
   void run_monitor();  // the periodic progress line
-  Status load_extent(uint64_t e);
-  void report_failure(uint64_t e, const Status& s);
   void log_final();
   StorageBuffer& buffer_;
-  const BackendReader& backend_;
   LoaderOptions options_;
+  std::shared_ptr<const ExtentFill> fill_;  // shared with readers through the buffer
   std::vector<std::thread> threads_;
   std::thread monitor_;
   std::atomic<uint64_t> next_extent_{0};
-  std::atomic<uint64_t> bytes_loaded_{0};
-  std::atomic<uint64_t> bytes_failed_{0};
-  std::atomic<uint64_t> extents_loaded_{0};
-  std::atomic<uint64_t> extents_failed_{0};
-  std::atomic<unsigned> failure_lines_{0};
   std::atomic<unsigned> running_{0};
   std::atomic<bool> stop_{false};
   std::atomic<bool> started_{false};

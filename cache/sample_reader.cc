@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "cache/extent_fill.h"
+
 namespace dlfs::cache {
 namespace {
 
@@ -27,6 +29,7 @@ Status SampleReader::read_bytes(uint64_t offset, uint64_t length, Gather& out, R
   if (offset > total || length > total - offset)
     return Status(EINVAL, "read of " + std::to_string(length) + " bytes at byte-space offset " +
                               std::to_string(offset) + " is outside the dataset's " + std::to_string(total) + " bytes");
+  if (length > 0 && buffer_.resident_span(offset, length) == nullptr) load_on_miss(offset, length, c);
   // Maximal runs whose extents are all resident (one pointer range: the
   // mapping is contiguous) or all not (fetched into the arena).
   const uint64_t end = offset + length;
@@ -48,6 +51,30 @@ Status SampleReader::read_bytes(uint64_t offset, uint64_t length, Gather& out, R
     pos = run_end;
   }
   return Status::ok();
+}
+
+void SampleReader::load_on_miss(uint64_t offset, uint64_t length, ReadCounters& c) const {
+  const uint64_t lo = std::max(offset, buffer_.range_begin());
+  const uint64_t hi = std::min(offset + length, buffer_.range_end());
+  if (lo >= hi || buffer_.cacheable_extents() == 0) return;  // another node's stripe, or no memory
+  // No load that lets readers load: a miss reads the backend at once, never
+  // waiting for the loader (that would make reads during the load slower).
+  std::shared_ptr<const ExtentFill> fill = buffer_.fill_on_read();
+  if (!fill) return;
+  const uint64_t last = std::min(buffer_.extent_of(hi - 1), buffer_.cacheable_extents() - 1);
+  for (uint64_t e = buffer_.extent_of(lo); e <= last; ++e) {
+    ExtentState st = buffer_.state(e);
+    if (st == ExtentState::absent) {
+      if (fill->claim_and_load(e)) {
+        count(c.extents_loaded, 1);
+        continue;
+      }
+      st = buffer_.state(e);  // another thread claimed it first
+    }
+    if (st != ExtentState::loading || load_wait_.count() <= 0) continue;
+    count(c.load_waits, 1);
+    if (!buffer_.wait_settled(e, load_wait_)) count(c.load_wait_timeouts, 1);
+  }
 }
 
 const RoundPipeline::Pin* SampleReader::pin(const SampleContext& at, Gather& out) const {
@@ -90,6 +117,7 @@ Status SampleReader::check_sample(uint64_t s, const SampleContext& at, bool plac
     // The planner's chunks include the bytes checked before a sample.
     std::memcpy(bytes.data(), p->sample_ptr(offset, shape_->chunk_of(s)), len);
   } else if (const std::byte* mem = buffer_.resident_span(offset, len)) {
+    // Not loaded on a miss: a few bytes; the sample's own read loads the extent.
     std::memcpy(bytes.data(), mem, len);
   } else {
     DLFS_RETURN_IF_ERROR(fetcher_.read(offset, bytes));
@@ -106,15 +134,29 @@ Status SampleReader::gather_piece(uint64_t s, uint64_t from, uint64_t n, const S
     count(c.memory_bytes, n);
     return Status::ok();
   }
-  if (const std::byte* mem = buffer_.resident_span(begin, n)) {
+  const bool ring = placed && at.ring != nullptr;
+  const std::byte* mem = buffer_.resident_span(begin, n);
+  if (mem == nullptr && !ring) {  // with a ring: look there first (it may hold the sample)
+    load_on_miss(begin, n, c);
+    mem = buffer_.resident_span(begin, n);
+  }
+  if (mem != nullptr) {
     out.add_ref(mem, n);
     count(c.memory_bytes, n);
     return Status::ok();
   }
   std::byte* dst = out.alloc(n);
-  if (placed && at.ring && at.ring->take(at.k, from, n, dst)) {
-    count(c.ring_hits, 1);
-    return Status::ok();
+  if (ring) {
+    if (at.ring->take(at.k, from, n, dst)) {
+      count(c.ring_hits, 1);
+      return Status::ok();
+    }
+    load_on_miss(begin, n, c);
+    if (const std::byte* loaded = buffer_.resident_span(begin, n)) {
+      std::memcpy(dst, loaded, n);  // the arena slot is taken already
+      count(c.memory_bytes, n);
+      return Status::ok();
+    }
   }
   count(c.fetched_reads, 1);
   count(c.fetched_bytes, n);

@@ -3,7 +3,12 @@
 // of these that has it:
 //
 //   1. the pinned round buffer that holds the sample (epochs in rounds);
-//   2. this node's resident extents (the storage buffer);
+//   2. this node's resident extents (the storage buffer); while a Loader
+//      with readers_load runs, a read that needs an absent extent of this
+//      node claims it and loads it whole (cache/extent_fill.h), then serves
+//      it from memory; one that finds it being loaded waits for it, up to
+//      load_wait, then reads the backend (a stuck load never blocks a reader
+//      for long). Without readers_load a miss goes straight to 4;
 //   3. the stream's read-ahead ring (a view's samples fetched ahead in order);
 //   4. the Fetcher: a peer's memory (one-sided get) or the backend.
 //
@@ -15,12 +20,14 @@
 // ones, bypassing round buffers and rings, which were filled from the old.
 //
 // No lock and no allocation when everything is resident (a round pin takes
-// the pipeline's mutex once per round a reply touches).
+// the pipeline's mutex once per round a reply touches). A view read that a
+// read-ahead ring answers does not load extents (the ring read them already).
 //
 // Thread safety: all methods are const and may run concurrently.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -50,7 +57,14 @@ struct ReadCounters {
   std::atomic<uint64_t> ring_hits{0};      // pieces served from a read-ahead ring
   std::atomic<uint64_t> fetched_reads{0};  // pieces the request fetched itself (peer or backend)
   std::atomic<uint64_t> fetched_bytes{0};
+  std::atomic<uint64_t> extents_loaded{0};     // absent extents a read claimed and loaded (or failed)
+  std::atomic<uint64_t> load_waits{0};         // reads that waited for an extent being loaded
+  std::atomic<uint64_t> load_wait_timeouts{0};  // ... and gave up on it (read the backend)
 };
+
+// How long a read waits for an extent another thread is loading before it
+// reads the backend instead.
+inline constexpr std::chrono::milliseconds kDefaultLoadWait{2000};
 
 class SampleReader {
  public:
@@ -75,7 +89,16 @@ class SampleReader {
   const provenance::Manifest& manifest() const { return m_; }
   const Fetcher& fetcher() const { return fetcher_; }
 
+  // The wait for an extent being loaded by another thread (0: never wait,
+  // read the backend). Set before reads start.
+  void set_load_wait(std::chrono::nanoseconds wait) { load_wait_ = wait; }
+
  private:
+  // While a Loader with readers_load runs: loads the absent extents of this
+  // node that [offset, offset + length) touches, or waits for those being
+  // loaded. Otherwise returns at once.
+  // Afterwards they are resident, failed, or (a wait timed out) loading.
+  void load_on_miss(uint64_t offset, uint64_t length, ReadCounters& c) const;
   // The round pin covering the sample (held in `out`), or null: no rounds,
   // or the round cannot be had (then the backend serves it).
   const RoundPipeline::Pin* pin(const SampleContext& at, Gather& out) const;
@@ -91,6 +114,7 @@ class SampleReader {
   const Fetcher& fetcher_;
   RoundPipeline* rounds_;
   const plan::PlanShape* shape_;
+  std::chrono::nanoseconds load_wait_ = kDefaultLoadWait;
 };
 
 }  // namespace dlfs::cache

@@ -101,14 +101,40 @@ bool StorageBuffer::try_mark_loading(uint64_t e) {
 
 void StorageBuffer::mark_resident(uint64_t e, uint64_t checksum) {
   checksum_[e] = checksum;
-  // Release: a reader that sees `resident` (acquire) sees the bytes and checksum.
-  state_[e].store(static_cast<uint8_t>(ExtentState::resident), std::memory_order_release);
   resident_bytes_.fetch_add(extent_length(e), std::memory_order_relaxed);
   resident_extents_.fetch_add(1, std::memory_order_relaxed);
+  settle(e, ExtentState::resident);
 }
 
 void StorageBuffer::mark_failed(uint64_t e) {
-  state_[e].store(static_cast<uint8_t>(ExtentState::failed), std::memory_order_release);
+  failed_bytes_.fetch_add(extent_length(e), std::memory_order_relaxed);
+  failed_extents_.fetch_add(1, std::memory_order_relaxed);
+  settle(e, ExtentState::failed);
+}
+
+void StorageBuffer::settle(uint64_t e, ExtentState to) {
+  {
+    // Under the mutex: a waiter that checked the state before this store is
+    // already asleep on the condition variable, so the notify reaches it.
+    std::lock_guard lk(settle_mu_);
+    // Release: a reader that sees `resident` (acquire) sees the bytes and checksum.
+    state_[e].store(static_cast<uint8_t>(to), std::memory_order_release);
+    // Counted with the state change: a settled count of N means N extents read settled.
+    settled_.fetch_add(1, std::memory_order_release);
+  }
+  settle_cv_.notify_all();
+}
+
+bool StorageBuffer::wait_settled(uint64_t e, std::chrono::nanoseconds timeout) const {
+  if (state(e) != ExtentState::loading) return true;
+  std::unique_lock lk(settle_mu_);
+  return settle_cv_.wait_for(lk, timeout, [&] { return state(e) != ExtentState::loading; });
+}
+
+bool StorageBuffer::wait_all_settled(std::chrono::nanoseconds timeout) const {
+  if (settled_extents() >= cacheable_) return true;
+  std::unique_lock lk(settle_mu_);
+  return settle_cv_.wait_for(lk, timeout, [&] { return settled_extents() >= cacheable_; });
 }
 
 uint64_t extent_checksum(std::span<const std::byte> bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }

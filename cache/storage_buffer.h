@@ -11,23 +11,34 @@
 // once an extent reads `resident`, its bytes and checksum are final and stay
 // valid for the buffer's lifetime (eviction arrives with rounds, later).
 //
-// Thread safety: state queries and data() may be called concurrently with the
-// loader; mark_loading/mark_resident/mark_failed are called by the loader only.
+// An extent is filled by whoever claims it first (try_mark_loading): a loader
+// thread walking the extents in order, or, while a Loader runs (it hands the
+// buffer its ExtentFill), a reader that needs the extent's bytes. Whoever
+// claims it settles it (mark_resident or mark_failed); others may wait for
+// that (wait_settled) with a timeout.
+//
+// Thread safety: every method may be called concurrently; the claim decides
+// who writes an extent's memory.
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 
 #include "common/status.h"
 
 namespace dlfs::cache {
 
+class ExtentFill;
+
 enum class ExtentState : uint8_t {
   absent = 0,      // not loaded yet (or beyond the budget)
-  loading = 1,     // a loader thread is filling it
+  loading = 1,     // a loader thread (or a reader) is filling it
   resident = 2,    // bytes and checksum final
   failed = 3,      // backend read failed; reads go to the backend
 };
@@ -76,14 +87,41 @@ class StorageBuffer {
   uint64_t checksum(uint64_t e) const { return checksum_[e]; }  // valid once resident
   uint64_t resident_bytes() const { return resident_bytes_.load(std::memory_order_relaxed); }
   uint64_t resident_extents() const { return resident_extents_.load(std::memory_order_relaxed); }
+  uint64_t failed_bytes() const { return failed_bytes_.load(std::memory_order_relaxed); }
+  uint64_t failed_extents() const { return failed_extents_.load(std::memory_order_relaxed); }
+  // Cacheable extents resident or failed: the load is complete when this
+  // equals cacheable_extents(), whoever loaded them.
+  uint64_t settled_extents() const { return settled_.load(std::memory_order_acquire); }
 
-  // Loader protocol: absent -> loading -> resident | failed.
+  // Loading protocol: absent -> loading -> resident | failed. The thread whose
+  // try_mark_loading returned true fills extent_data(e) and settles it.
   bool try_mark_loading(uint64_t e);
   void mark_resident(uint64_t e, uint64_t checksum);
   void mark_failed(uint64_t e);
 
+  // Waits until extent e is not `loading` (resident, failed or absent) or
+  // `timeout` passed; true when it settled in time.
+  bool wait_settled(uint64_t e, std::chrono::nanoseconds timeout) const;
+  // Waits until every cacheable extent is resident or failed, or `timeout`.
+  bool wait_all_settled(std::chrono::nanoseconds timeout) const;
+
+  // How readers load the absent extents they read: set by a running Loader,
+  // null otherwise (then misses go to the backend). Shared: a reader keeps it
+  // alive through its load even if the Loader stops meanwhile.
+  void set_fill_on_read(std::shared_ptr<const ExtentFill> fill) {
+    const bool set = fill != nullptr;
+    fill_on_read_.store(std::move(fill));
+    has_fill_.store(set, std::memory_order_release);
+  }
+  std::shared_ptr<const ExtentFill> fill_on_read() const {
+    // The flag first: most reads happen with no fill set (no load, or one
+    // without readers_load), and the shared pointer's load takes a lock.
+    return has_fill_.load(std::memory_order_acquire) ? fill_on_read_.load() : nullptr;
+  }
+
  private:
   StorageBuffer() = default;
+  void settle(uint64_t e, ExtentState to);  // publishes resident/failed and wakes waiters
   uint64_t begin_ = 0, end_ = 0, extent_size_ = 0, extent_count_ = 0, cacheable_ = 0;
   uint64_t capacity_ = 0;
   uint64_t map_len_ = 0;   // capacity_ rounded up to the page (or huge page) size
@@ -93,6 +131,15 @@ class StorageBuffer {
   std::unique_ptr<uint64_t[]> checksum_;
   std::atomic<uint64_t> resident_bytes_{0};
   std::atomic<uint64_t> resident_extents_{0};
+  std::atomic<uint64_t> failed_bytes_{0};
+  std::atomic<uint64_t> failed_extents_{0};
+  std::atomic<uint64_t> settled_{0};
+  std::atomic<std::shared_ptr<const ExtentFill>> fill_on_read_;
+  std::atomic<bool> has_fill_{false};
+  // Wakes wait_settled()/wait_all_settled() when an extent settles (once per
+  // extent: a lock per 8 MiB loaded).
+  mutable std::mutex settle_mu_;
+  mutable std::condition_variable settle_cv_;
 };
 
 // xxh3-64 of a byte range: the extent checksum used by the loader and verify.

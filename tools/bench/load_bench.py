@@ -20,8 +20,11 @@ Medians over --repeat, in GB/s, with the ratios b/a (target >= 1) and d/c
 for each phase. Several --build directories (e.g. the tree before and after a
 change) run in the same repetitions, alternating which goes first.
 
+--loading-only runs phases a and b only (the load; minutes shorter).
+
 usage: load_bench.py [--build DIR]... [--workdir DIR] [--size 4G] [--file-size 256K]
-                     [--readers 4] [--repeat 3] [--filler 4G] [--quick] [--perf DIR] [--json FILE]
+                     [--readers 4] [--repeat 3] [--filler 4G] [--loading-only] [--quick] [--perf DIR]
+                     [--json FILE]
 """
 import argparse
 import json
@@ -39,6 +42,7 @@ import run_bench  # noqa: E402
 from run_bench import Daemons, SRC, dlfs_loaded, dlfs_stats, drop_caches, ensure_dataset, log, size_arg  # noqa: E402
 
 PHASES = ("backend", "loading", "resident", "pressure")
+LOADING_PHASES = PHASES[:2]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -168,14 +172,20 @@ def load_watch(mnt, t0, stop):
     return got, th
 
 
-def one_build(a, daemons, label, dlfsd, data, names, filler, perf_dir, rep):
+def one_build(a, daemons, label, dlfsd, env, data, names, filler, perf_dir, rep):
     """Phases b, c, d with one daemon build; returns {phase: (GB/s, cpu s)} and the loading timeline."""
     w = a.workdir
     mnt = os.path.join(w, f"mnt-load-{label}")
     drop_caches()  # the backend cold for the loader and the readers
     argv = [dlfsd, "--mountpoint", mnt, "--backend", data, "--name", "ds", "--control-socket",
             os.path.join(w, f"load-{label}.sock"), *a.dlfsd_arg]
-    p = daemons.start("dlfsd", argv, mnt, lambda: mount_up(mnt), os.path.join(w, f"dlfsd-load-{label}.log"))
+    saved = dict(os.environ)
+    os.environ.update(env)  # this build's extra environment (--build DIR::VAR=VALUE)
+    try:
+        p = daemons.start("dlfsd", argv, mnt, lambda: mount_up(mnt), os.path.join(w, f"dlfsd-load-{label}.log"))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
     out = {}
     raw = os.path.join(mnt, "ds/raw")
 
@@ -197,7 +207,7 @@ def one_build(a, daemons, label, dlfsd, data, names, filler, perf_dir, rep):
         f"{out['loading'][1]:.2f}s; {done_text}")
     log(f"{label} rep {rep} loading timeline (GB/s per second): {line}")
 
-    for phase in ("resident", "pressure"):
+    for phase in () if a.loading_only else ("resident", "pressure"):
         drop_caches()
         if phase == "pressure":
             subprocess.run(["cat", *filler], check=True, stdout=subprocess.DEVNULL)
@@ -215,7 +225,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", action="append",
                     help="meson build directory (repeatable: each is measured in the same repetitions; "
-                         "default: this tree's build)")
+                         "default: this tree's build); DIR::VAR=VALUE[,...] runs its daemon with that "
+                         "environment too (the same build under two settings)")
     ap.add_argument("--workdir", default="/tmp/dlfs-load-bench")
     ap.add_argument("--size", type=size_arg, default=4 << 30, help="dataset bytes (default 4G)")
     ap.add_argument("--file-size", type=size_arg, default=256 << 10, help="bytes per file (default 256K)")
@@ -226,6 +237,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1, help="shuffle seed (each repetition adds its index)")
     ap.add_argument("--dlfsd-arg", action="append", default=[], help="extra dlfsd argument (repeatable)")
     ap.add_argument("--perf", help="directory for perf record -g of the daemon in each phase")
+    ap.add_argument("--loading-only", action="store_true", help="phases a and b only (backend, loading)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 64 MiB dataset and filler, one repetition")
     ap.add_argument("--json", help="write the results here too")
     a = ap.parse_args()
@@ -238,7 +250,13 @@ def main():
         sys.exit("load_bench.py: --readers and --repeat must be >= 1, and --size >= --file-size")
     builds = a.build or [os.path.join(SRC, "build")]
     labels = []
-    for b in builds:
+    envs = {}
+    for i, b in enumerate(builds):
+        b, _, extra = b.partition("::")
+        builds[i] = b
+        envs[f"b{i}"] = dict(kv.split("=", 1) for kv in extra.split(",") if kv)
+        if any(not k for k in envs[f"b{i}"]):
+            sys.exit(f"load_bench.py: --build {b}::{extra}: expected VAR=VALUE[,VAR=VALUE]")
         if not os.access(os.path.join(b, "fs/dlfsd"), os.X_OK):
             sys.exit(f"load_bench.py: {b}/fs/dlfsd not built (ninja -C {b})")
         labels.append(f"b{len(labels)}")
@@ -247,12 +265,13 @@ def main():
     data = os.path.join(a.workdir, f"data-{nfiles}x{a.file_size}")
     log(f"dataset: {nfiles} files of {a.file_size} bytes under {data}; {a.readers} reader threads")
     ensure_dataset(data, nfiles, a.file_size, 16)
-    filler = ensure_filler(a.workdir, a.filler)
+    filler = [] if a.loading_only else ensure_filler(a.workdir, a.filler)
+    phases = LOADING_PHASES if a.loading_only else PHASES
     files = list_files(data)
 
     runs = {"backend": []}
     for lb in labels:
-        for ph in PHASES[1:]:
+        for ph in phases[1:]:
             runs[f"{lb}:{ph}"] = []
     timelines = {lb: [] for lb in labels}
     daemons = Daemons()
@@ -268,7 +287,8 @@ def main():
             if rep % 2:
                 order.reverse()
             for lb, b in order:
-                got, tl = one_build(a, daemons, lb, os.path.join(b, "fs/dlfsd"), data, names, filler, a.perf, rep)
+                got, tl = one_build(a, daemons, lb, os.path.join(b, "fs/dlfsd"), envs[lb], data, names, filler,
+                                    a.perf, rep)
                 for ph, v in got.items():
                     runs[f"{lb}:{ph}"].append(v)
                 timelines[lb].append(tl)
@@ -281,18 +301,21 @@ def main():
     print(f"{nfiles} files of {a.file_size >> 10} KiB, {a.readers} readers, shuffled, medians of {a.repeat}")
     print(f"{'build':<40} {'phase':<9} {'GB/s':>6} {'cpu s':>6}")
     print(f"{'(backend directory)':<40} {'backend':<9} {med['backend']:6.2f}")
-    result = {"config": vars(a), "builds": dict(zip(labels, builds)), "runs": runs, "median_gbps": med,
+    result = {"config": vars(a), "builds": dict(zip(labels, builds)), "envs": envs, "runs": runs, "median_gbps": med,
               "median_cpu_s": cpu, "timelines": timelines, "ratios": {}}
     for lb, b in zip(labels, builds):
-        for ph in PHASES[1:]:
-            print(f"{b[-40:]:<40} {ph:<9} {med[f'{lb}:{ph}']:6.2f} {cpu[f'{lb}:{ph}']:6.2f}")
-        r = {"loading_over_backend": med[f"{lb}:loading"] / med["backend"],
-             "pressure_over_resident": med[f"{lb}:pressure"] / med[f"{lb}:resident"]}
+        for ph in phases[1:]:
+            name = (b + "::" + ",".join(f"{k}={v}" for k, v in envs[lb].items())) if envs[lb] else b
+            print(f"{name[-40:]:<40} {ph:<9} {med[f'{lb}:{ph}']:6.2f} {cpu[f'{lb}:{ph}']:6.2f}")
+        r = {"loading_over_backend": med[f"{lb}:loading"] / med["backend"]}
+        if not a.loading_only:
+            r["pressure_over_resident"] = med[f"{lb}:pressure"] / med[f"{lb}:resident"]
         result["ratios"][lb] = r
         done = [t["load_done_s"] for t in timelines[lb] if t["load_done_s"] is not None]
         done_text = f"load done after {statistics.median(done):.1f}s (median)" if done else "load not seen done"
-        print(f"{'':<40} loading/backend {r['loading_over_backend']:.2f} (target >= 1), pressure/resident "
-              f"{r['pressure_over_resident']:.2f} (target >= 0.8); {done_text}")
+        pressure = ("" if a.loading_only else
+                    f", pressure/resident {r['pressure_over_resident']:.2f} (target >= 0.8)")
+        print(f"{'':<40} loading/backend {r['loading_over_backend']:.2f} (target >= 1){pressure}; {done_text}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(result, f, indent=2)
