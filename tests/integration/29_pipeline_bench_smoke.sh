@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The PyTorch pipeline benchmark (tools/bench/pipeline_bench.py) runs end to end
 # in quick mode: every (size, backend, variant, epoch) has a positive samples/s
-# and positive ratios in its JSON, and nothing stays mounted or exported.
+# and positive ratios in its JSON, raw/ read with open() costs one ioctl per
+# sample and with dlfs.read_file none, and nothing stays mounted or exported.
 # Speeds are not judged here. Argument: the backends besides local (whose files
 # every ratio is also against):
 #   local  (default) local only;
@@ -51,7 +52,7 @@ backends = sys.argv[2].split(",")
 bad, cells = [], 0
 for size in ("small", "large"):
     for b in backends:
-        for v in ("files", "raw", "views", "bin"):
+        for v in ("files", "raw", "files-rf", "raw-rf", "views", "bin"):
             for e in ("epoch1", "epoch2"):
                 c = res["summary"].get(size, {}).get(b, {}).get(v, {}).get(e)
                 if c is None:
@@ -61,6 +62,13 @@ for size in ("small", "large"):
                 for k in ("samples_s", "ratio_backend_files", "ratio_local_files"):
                     if not isinstance(c.get(k), (int, float)) or c[k] <= 0:
                         bad.append(f"{size}/{b}/{v}/{e}: {k} = {c.get(k)!r}")
+                # Python's open() asks isatty() once per sample, an ioctl the kernel
+                # forwards to dlfsd; dlfs.read_file makes none.
+                if v in ("raw", "raw-rf"):
+                    ioctl = (c.get("fuse_per_sample") or {}).get("ioctl", 0)
+                    want = 1.0 if v == "raw" else 0.0
+                    if abs(ioctl - want) > 0.01:
+                        bad.append(f"{size}/{b}/{v}/{e}: {ioctl} ioctl requests per sample, want {want}")
 for b in backends[1:]:  # the shared backend was mounted, with the options it reports
     if not res["config"].get("mount_options", {}).get(b):
         bad.append(f"config: no mount options for backend {b}")
