@@ -1,9 +1,10 @@
 """DLFS's Python client: read DLFS epoch views (docs/views.md) with large
-reads, as sample groups (key, {ext: bytes}).
+reads, as sample groups (key, {ext: bytes}) or as whole batches (ViewBatch).
 
-Without torch: TarView, BinView, iter_members, group_members, read_file.
+Without torch: TarView, ViewBatch, BinView, iter_members, group_members, read_file.
 With torch (imported on first use): TarViewDataset, BinViewDataset.
 See docs/python.md."""
+from .batches import ViewBatch
 from .files import read_file
 from .grouping import group_members, split_key
 from .index import ViewIndex, ViewIndexError, view_path
@@ -12,7 +13,7 @@ from .tarstream import TarFormatError, iter_members
 from .view import BinView, TarView
 
 __all__ = ["BinView", "BinViewDataset", "TarFormatError", "TarView", "TarViewDataset", "ViewIndex",
-           "ViewIndexError", "group_members", "iter_members", "read_file", "resolve_rank", "split_key", "view_path"]
+           "ViewBatch", "ViewIndexError", "group_members", "iter_members", "read_file", "resolve_rank", "split_key", "view_path"]
 __version__ = "0.1.0"
 
 

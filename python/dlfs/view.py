@@ -2,6 +2,7 @@
 one DataLoader worker's share, and the `.bin` records by position."""
 import os
 
+from .batches import RunReader, batch_runs, pack
 from .grouping import group_members, group_starts
 from .index import ViewIndex, view_path
 from .split import DEFAULT_BLOCK_BYTES, plan_blocks, worker_blocks
@@ -55,6 +56,36 @@ class TarView:
                     yield from group_members(self._block_members(fd, buffer, first, end))
         finally:
             os.close(fd)
+
+    def batches(self, batch_size, worker=0, num_workers=1):
+        """This worker's share (the same samples, in the same order, as
+        samples()) as ViewBatch objects of batch_size samples, the last one
+        possibly short: one pread per run of samples, each extension's bytes
+        packed back to back (dlfs/batches.py). For a DataLoader, yield these
+        from the dataset and pass batch_size=None."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if not self.index.grouped and not self.index.opportunistic:
+            ranges = _coalesced(worker_blocks(self.blocks, worker, num_workers))
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                reader = RunReader(fd, self.path, self.index, self.group_first)
+                for runs in batch_runs(ranges, batch_size):
+                    yield reader.read(runs)
+            finally:
+                os.close(fd)
+            return
+        # A grouped index lists group spans, not members, and an opportunistic
+        # stream's order is only known as it is read: parse the stream.
+        keys, groups = [], []
+        for key, group in self.samples(worker, num_workers):
+            keys.append(key)
+            groups.append(group)
+            if len(keys) == batch_size:
+                yield pack(keys, groups)
+                keys, groups = [], []
+        if keys:
+            yield pack(keys, groups)
 
     def _block_members(self, fd, buffer, first, end):
         """The members of samples [first, end), checked against the index."""

@@ -57,6 +57,21 @@ class TorchDatasetsTest(unittest.TestCase):
         self.assertEqual(sorted(keys), sorted(k for k, _ in self.want[1, 1][9:]))
         self.assertEqual(len(ds), len(self.want[1, 1]) - 9)
 
+    def test_whole_batches_through_workers(self):
+        import dlfs
+        from test_batches import unpack
+        ds = dlfs.TarViewDataset(self.root, epoch=0, rank=0, world_size=W, block_samples=6, batch_size=6)
+        loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, collate_fn=as_list)
+        batches = list(loader)
+        self.assertTrue(all(isinstance(b, dlfs.ViewBatch) for b in batches))
+        self.assertTrue(all(len(b.keys) <= 6 for b in batches))
+        # blocks of one batch, taken in turn by the workers: the planned order
+        self.assertEqual([s for b in batches for s in unpack(b)], self.want[0, 0])
+        with self.assertRaisesRegex(TypeError, "no len"):
+            len(ds)
+        with self.assertRaisesRegex(ValueError, "batch_size must be at least 1"):
+            dlfs.TarViewDataset(self.root, rank=0, world_size=W, batch_size=0)
+
     def test_rank_from_the_environment(self):
         import dlfs
         with mock.patch.dict(os.environ, {"RANK": "1", "WORLD_SIZE": "2"}):

@@ -22,6 +22,10 @@ after it. An epoch is timed from creating the loader's iterator to its last batc
          IterableDataset in which DataLoader worker k reads rank k of a W=workers view,
          `dlfs.TarView(ds, e, k, W).samples()` (epochs/<e>/<W>/<k>.tar); epoch 2 reads
          epoch e+1, a new shuffled view.
+  views-b  the same views read as whole batches: worker k yields
+         `dlfs.TarView(ds, e, k, W).batches(--batch)` (one pread per run of samples,
+         member offsets from the view's .index, the bytes packed per extension),
+         DataLoader batch_size=None: no per-sample Python step but a slice.
   bin    `.bin` batches: worker k reads rank k's `<k>.bin` (`dlfs.BinView` gives the
          path and record size) with one pread per batch of --batch records, split
          into per-sample bytes. `.bin` exists only for fixed-record datasets, so this
@@ -93,11 +97,11 @@ except ImportError:
     sys.exit("pipeline_bench.py: needs PyTorch: apt-get install python3-torch (tools/install-deps.sh)")
 
 MiB = 1 << 20
-VARIANTS = ("files", "raw", "files-rf", "raw-rf", "views", "bin")
+VARIANTS = ("files", "raw", "files-rf", "raw-rf", "views", "views-b", "bin")
 LABELS = {"files": "map-style files", "raw": "map-style raw/", "files-rf": "files, read_file", "raw-rf": "raw/, read_file",
-          "views": "views (TarView)", "bin": ".bin batches"}
+          "views": "views (TarView)", "views-b": "views, batches()", "bin": ".bin batches"}
 MAP_STYLE = ("files", "raw", "files-rf", "raw-rf")
-ON_DLFS = ("raw", "raw-rf", "views", "bin")
+ON_DLFS = ("raw", "raw-rf", "views", "views-b", "bin")
 SHARED = ("nfs", "sshfs")  # network filesystems over loopback, set up by this script
 BACKENDS = ("local",) + SHARED
 # Issue 15's targets: (variant, backend or None for any, against, size key, epoch or None for both) -> minimum.
@@ -107,10 +111,11 @@ TARGETS = [
     ("raw", "local", "local_files", None, 2, 1.0),
     ("raw-rf", "local", "local_files", None, 1, 0.8),
     ("raw-rf", "local", "local_files", None, 2, 1.0),
-    ("views", None, "local_files", "small", None, 3.0),
-    ("views", None, "local_files", "large", None, 1.0),
-] + [t for b in SHARED for t in (("views", b, "backend_files", "small", None, 5.0),
-                                 ("views", b, "backend_files", "large", None, 2.0))]
+] + [t for v in ("views", "views-b") for t in (
+    (v, None, "local_files", "small", None, 3.0),
+    (v, None, "local_files", "large", None, 1.0),
+)] + [t for v in ("views", "views-b") for b in SHARED for t in ((v, b, "backend_files", "small", None, 5.0),
+                                                                 (v, b, "backend_files", "large", None, 2.0))]
 
 
 def to_batch(samples):
@@ -163,6 +168,34 @@ class ViewStream(IterableDataset):
         rank, world = _worker_rank()
         for _key, group in dlfs.TarView(self.ds_dir, self.epoch, rank, world).samples():
             yield from group.values()  # one member per sample in these datasets
+
+
+class ViewBatches(IterableDataset):
+    """DataLoader worker k reads rank k of a W=num_workers view as whole batches
+    (dlfs.TarView.batches; use batch_size=None): (data, lengths) of the one
+    member per sample these datasets have."""
+
+    def __init__(self, ds_dir, epoch, batch):
+        self.ds_dir, self.epoch, self.batch = ds_dir, epoch, batch
+
+    def __iter__(self):
+        rank, world = _worker_rank()
+        for batch in dlfs.TarView(self.ds_dir, self.epoch, rank, world).batches(self.batch):
+            if len(batch.fields) != 1:
+                raise ValueError(f"expected one member per sample, got extensions {sorted(batch.fields)}")
+            yield next(iter(batch.fields.values()))
+
+
+def packed_to_batch(packed):
+    """collate_fn for ViewBatches: (bytes back to back, lengths) -> the same
+    (data, lengths) tensors as to_batch, data in shared memory in a worker."""
+    blob, lengths = packed
+    if get_worker_info() is not None:
+        data = torch.empty(0, dtype=torch.uint8).set_(torch.UntypedStorage._new_shared(len(blob)))
+    else:
+        data = torch.empty(len(blob), dtype=torch.uint8)
+    data.numpy()[:] = numpy.frombuffer(blob, numpy.uint8)
+    return data, torch.tensor(lengths, dtype=torch.int64)
 
 
 class BinBatches(IterableDataset):
@@ -301,7 +334,7 @@ class DaemonSlot:
 def measure(a, slot, backend, root, size, variant, rep):
     """Two epochs of one variant; returns [(epoch, samples, seconds, fuse per sample)]."""
     mnt = None
-    if variant in ("raw", "raw-rf", "views"):
+    if variant in ("raw", "raw-rf", "views", "views-b"):
         mnt = slot.get(backend, root, size, fixed=False)
     elif variant == "bin":
         mnt = slot.get(backend, root, size, fixed=True)
@@ -317,6 +350,9 @@ def measure(a, slot, backend, root, size, variant, rep):
         expect = a.workers * math.ceil(size.count / a.workers)  # ranks pad to ceil(N/W) (remainder = pad)
         if variant == "views":
             make = lambda e: DataLoader(ViewStream(ds_dir, e), batch_size=a.batch, **loader_kw)  # noqa: E731
+        elif variant == "views-b":
+            make = lambda e: DataLoader(ViewBatches(ds_dir, e, a.batch), batch_size=None,  # noqa: E731
+                                        num_workers=a.workers, collate_fn=packed_to_batch)
         else:
             # batch_size=None: the dataset yields whole batches, which collate_fn packs.
             make = lambda e: DataLoader(BinBatches(ds_dir, e, a.batch), batch_size=None, **loader_kw)  # noqa: E731
