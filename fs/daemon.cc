@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <ctime>
 #include <thread>
 
@@ -53,6 +54,22 @@ Result<int64_t> check_dataset_root(const DatasetConfig& dc) {
   if (!S_ISDIR(st.st_mode)) return Status(ENOTDIR, what + " is not a directory").with_context(ctx);
   if (::access(dc.backend.c_str(), R_OK | X_OK) != 0) return Status::from_errno(errno, what).with_context(ctx);
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+// TEST ONLY: DLFS_TEST_ONLY_SCAN_DELAY_MS delays each dataset's scan by that
+// many milliseconds, so that tests/integration/31_mount_before_scan.sh can see
+// a mount whose datasets are still scanning without generating a huge tree.
+std::chrono::milliseconds test_only_scan_delay() {
+  const char* v = std::getenv("DLFS_TEST_ONLY_SCAN_DELAY_MS");
+  if (!v || !*v) return std::chrono::milliseconds(0);
+  char* end = nullptr;
+  const long ms = std::strtol(v, &end, 10);
+  if (*end != '\0' || ms < 0 || ms > 600000) {
+    spdlog::warn("DLFS_TEST_ONLY_SCAN_DELAY_MS='{}' ignored: not a number of milliseconds up to 600000", v);
+    return std::chrono::milliseconds(0);
+  }
+  spdlog::warn("DLFS_TEST_ONLY_SCAN_DELAY_MS: every dataset's scan starts {} ms late (a test hook)", ms);
+  return std::chrono::milliseconds(ms);
 }
 
 Status not_ready(const DatasetSlot& slot) {
@@ -220,7 +237,10 @@ void Daemon::open_datasets() {
 
   // The budget goes to datasets in config order, each taking what it needs.
   uint64_t left = budget_bytes_;
+  const auto delay = test_only_scan_delay();
   for (size_t i = 0; i < slots_.size(); ++i) {
+    for (auto until = std::chrono::steady_clock::now() + delay; !stopping_ && std::chrono::steady_clock::now() < until;)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     if (stopping_) return;
     auto ds = Dataset::open(config_.datasets[i], left, config_, placement);
     if (!ds) return failed(*slots_[i], ds.status());
