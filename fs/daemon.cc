@@ -243,6 +243,11 @@ void Daemon::open_datasets() {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     if (stopping_) return;
     auto ds = Dataset::open(config_.datasets[i], left, config_, placement);
+    if (!ds && config_.serve_despite_failed_datasets && !cluster) {
+      spdlog::error("{} (the other datasets stay served: serve_despite_failed_datasets)", ds.status().message());
+      slots_[i]->fail(ds.status());
+      continue;
+    }
     if (!ds) return failed(*slots_[i], ds.status());
     left -= std::min(left, (*ds)->buffer().capacity_bytes());
     if (cluster) {

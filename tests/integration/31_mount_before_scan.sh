@@ -7,11 +7,12 @@
 #    and then get the backend's bytes, while stats keeps answering at once;
 #  - `dlfs-ctl wait-ready` returns when the dataset is ready;
 #  - a dataset whose scan fails after the mount: its waiting reader gets EIO,
-#    dlfsd logs the dataset and the problem, unmounts and exits 2.
+#    dlfsd logs the dataset and the problem, unmounts and exits 2; with
+#    serve_despite_failed_datasets the others stay served and wait-ready exits 1.
 source "$(dirname "$0")/lib.sh"
 require_fuse
 
-DELAY_MS=4000
+DELAY_MS=10000  # long enough for a busy machine to start the readers while it lasts
 "$PYTHON" "$GEN_DATASET" files "$WORK/data" --count 600 --size 4K --dirs 6 --seed 31 >/dev/null
 sock=$(ctl_socket "$WORK/mnt")
 ctl() { "$DLFS_CTL" --socket "$sock" "$@"; }
@@ -31,7 +32,7 @@ grep -q "scanning" "$WORK/status.txt" || fail "dlfs-ctl status does not say scan
 log "mounted after ${mounted_ms} ms; stats, root listing and status answer while scanning"
 
 # 8 readers (twice the FUSE worker threads), each cat of a different file.
-mapfile -t files < <(cd "$WORK/data" && find . -type f | LC_ALL=C sort | head -8)
+mapfile -t files < <(cd "$WORK/data" && find . -type f | LC_ALL=C sort | sed -n 1,8p)
 readers=()
 for f in "${files[@]}"; do
   cat "$WORK/mnt/ds/raw/$f" >"$WORK/read-$(echo "$f" | tr / _)" 2>"$WORK/read.err" &
@@ -74,7 +75,7 @@ record_size = 3000
 TOML
 mkdir -p "$WORK/mnt2"
 MOUNTS+=("$WORK/mnt2")
-DLFS_TEST_ONLY_SCAN_DELAY_MS=1500 "$DLFSD" --config "$WORK/bad.toml" --control-socket "$WORK/ctl-mnt2.sock" >"$WORK/bad.log" 2>&1 &
+DLFS_TEST_ONLY_SCAN_DELAY_MS=3000 "$DLFSD" --config "$WORK/bad.toml" --control-socket "$WORK/ctl-mnt2.sock" >"$WORK/bad.log" 2>&1 &
 bad_pid=$!
 DAEMON_PIDS+=("$bad_pid")
 for _ in $(seq 1 100); do [ -e "$WORK/mnt2/.dlfs/stats" ] && break; sleep 0.05; done
@@ -87,4 +88,21 @@ wait_exit "$bad_pid"
 grep -q "dataset 'bad'" "$WORK/bad.log" || { cat "$WORK/bad.log" >&2; fail "the log does not name the failed dataset"; }
 if grep -q " $WORK/mnt2 fuse" /proc/mounts; then fail "dlfsd left its mount after a failed scan"; fi
 log "failed scan: reader got EIO, dlfsd exited 2: $(grep -m1 "dataset 'bad'" "$WORK/bad.log")"
+
+# The same with serve_despite_failed_datasets: "good" stays served, "bad" answers EIO.
+sed 's/^\[daemon\]$/[daemon]\nserve_despite_failed_datasets = true/' "$WORK/bad.toml" >"$WORK/keep.toml"
+START_WAIT_READY=0 start_daemon "$WORK/mnt2" "$WORK/keep.log" --config "$WORK/keep.toml"
+keep_pid=$DAEMON_PID
+rc=0; "$DLFS_CTL" --socket "$(ctl_socket "$WORK/mnt2")" --timeout 60 wait-ready 2>"$WORK/wait.err" || rc=$?
+[ "$rc" -eq 1 ] || fail "wait-ready exited $rc with a failed dataset, expected 1"
+grep -q "dataset 'bad'" "$WORK/wait.err" || fail "wait-ready does not name the failed dataset: $(cat "$WORK/wait.err")"
+first=$(cd "$WORK/data" && find . -type f | LC_ALL=C sort | sed -n 1p)
+cat "$WORK/mnt2/bad/raw/$first" >/dev/null 2>"$WORK/keep-bad.err" && fail "a read in the failed dataset succeeded"
+grep -q "Input/output error" "$WORK/keep-bad.err" || fail "the failed dataset did not answer EIO: $(cat "$WORK/keep-bad.err")"
+cmp -s "$WORK/data/$first" "$WORK/mnt2/good/raw/$first" || fail "the good dataset is not served beside the failed one"
+[ "$(stat_field "$WORK/mnt2" "[d['state'] for d in s['datasets']]")" = "['ready', 'failed']" ] ||
+  fail "stats states: $(stat_field "$WORK/mnt2" "[d['state'] for d in s['datasets']]")"
+stat_field "$WORK/mnt2" "s['datasets'][1]['error']" | grep -q "3000-byte records" || fail "stats do not say why 'bad' failed"
+stop_daemon "$keep_pid" "$WORK/mnt2"
+log "serve_despite_failed_datasets: good served, bad EIO, wait-ready exit 1, clean stop"
 log "ok"
