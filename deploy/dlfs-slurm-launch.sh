@@ -234,8 +234,10 @@ srun "${PER_NODE[@]}" ${CPUS:+--cpus-per-task="$CPUS"} --job-name=dlfsd --label 
   "${DAEMON_CMD[@]}" </dev/null >>"$LOG" 2>&1 &
 DAEMON_PID=$!
 
-# Ready when every node's mount answers (.dlfs/stats exists once mounted; the
-# datasets keep loading in the background and are served meanwhile).
+# Ready when every node's mount answers and serves every dataset: dlfsd mounts
+# before it scans, and stats say "scanning" or "joining" until a dataset is
+# served (docs/stats.md); the datasets keep loading in the background and are
+# served meanwhile.
 start=$SECONDS
 while :; do
   if ! kill -0 "$DAEMON_PID" 2>/dev/null || grep -q 'srun: error: .*[Ee]xit' "$LOG" 2>/dev/null; then
@@ -245,7 +247,8 @@ while :; do
   fi
   # shellcheck disable=SC2016  # expanded by the remote bash
   answers=$(timeout 60 srun "${PER_NODE[@]}" --job-name=dlfs-check bash -c '
-    if head -c 1 "$1/.dlfs/stats" >/dev/null 2>&1; then echo "ok $(uname -n)"; else echo "waiting $(uname -n)"; fi' \
+    if head -c 1 "$1/.dlfs/stats" >/dev/null 2>&1 && ! grep -qE "\"state\": \"(scanning|joining)\"" "$1/.dlfs/stats"
+    then echo "ok $(uname -n)"; else echo "waiting $(uname -n)"; fi' \
     _ "$MNT" </dev/null 2>/dev/null)
   ready=$(printf '%s\n' "$answers" | grep -c '^ok ')
   [ "$ready" -ge "$NODES" ] && break

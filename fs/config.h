@@ -38,6 +38,10 @@ struct DaemonConfig {
   bool allow_other = true;             // let every user read the mount (as root)
   double entry_timeout_s = 86400;      // the namespace is immutable: cache it long
   double attr_timeout_s = 86400;
+  // A dataset whose scan fails after the mount: false, dlfsd unmounts and
+  // exits 2 (as a failure before the mount); true, it answers EIO and the
+  // others stay served (one node only: a cluster always exits).
+  bool serve_despite_failed_datasets = false;
   // [cache]
   std::string memory_budget = "50%";   // of physical memory, or a size
   uint64_t extent_size = 8ull << 20;

@@ -4,8 +4,10 @@
 
 #include <malloc.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <ctime>
 #include <thread>
 
@@ -42,13 +44,50 @@ int64_t now_ns() {
 // interrupt the main thread's wait, and fuse_session_exit() was already called.
 void wake_handler(int) {}
 
+// The checks of a dataset root that cost one stat: a missing or unreadable
+// root fails before the mount, with the scan's own words (it checks again).
+Result<int64_t> check_dataset_root(const DatasetConfig& dc) {
+  const std::string what = "dataset root '" + dc.backend + "'";
+  const std::string ctx = "dataset '" + dc.name + "'";
+  struct stat st {};
+  if (::stat(dc.backend.c_str(), &st) != 0) return Status::from_errno(errno, what).with_context(ctx);
+  if (!S_ISDIR(st.st_mode)) return Status(ENOTDIR, what + " is not a directory").with_context(ctx);
+  if (::access(dc.backend.c_str(), R_OK | X_OK) != 0) return Status::from_errno(errno, what).with_context(ctx);
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+// TEST ONLY: DLFS_TEST_ONLY_SCAN_DELAY_MS delays each dataset's scan by that
+// many milliseconds, so that tests/integration/31_mount_before_scan.sh can see
+// a mount whose datasets are still scanning without generating a huge tree.
+std::chrono::milliseconds test_only_scan_delay() {
+  const char* v = std::getenv("DLFS_TEST_ONLY_SCAN_DELAY_MS");
+  if (!v || !*v) return std::chrono::milliseconds(0);
+  char* end = nullptr;
+  const long ms = std::strtol(v, &end, 10);
+  if (*end != '\0' || ms < 0 || ms > 600000) {
+    spdlog::warn("DLFS_TEST_ONLY_SCAN_DELAY_MS='{}' ignored: not a number of milliseconds up to 600000", v);
+    return std::chrono::milliseconds(0);
+  }
+  spdlog::warn("DLFS_TEST_ONLY_SCAN_DELAY_MS: every dataset's scan starts {} ms late (a test hook)", ms);
+  return std::chrono::milliseconds(ms);
+}
+
+Status not_ready(const DatasetSlot& slot) {
+  if (slot.state() == DatasetSlot::State::failed) return slot.error();
+  return Status(EAGAIN, "dataset '" + slot.name() + "' is not ready yet (" + state_name(slot.state()) +
+                            "); `dlfs-ctl wait-ready` waits for it");
+}
+
 }  // namespace
 
 Daemon::Daemon(DaemonConfig config) : config_(std::move(config)), started_(std::chrono::steady_clock::now()) {}
 
 Daemon::~Daemon() {
   control_.reset();  // no control requests while the rest goes away
-  for (auto& d : datasets_) d->stop_loading();
+  stopping_ = true;
+  if (startup_.joinable()) startup_.join();  // run() normally has
+  for (auto& slot : slots_)
+    if (Dataset* d = slot->get()) d->stop_loading();
 }
 
 Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config) {
@@ -71,30 +110,21 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config) {
   mi.local_addresses = transport::local_addresses();
   auto membership = transport::resolve_membership(mi);
   if (!membership) return membership.status().with_context("cluster");
-  const Placement placement{static_cast<uint32_t>(membership->peers.size()), membership->self};
+  d->membership_ = *membership;
+  if (membership->peers.size() > 1) {  // the job token is read before the mount too
+    auto token = load_job_token(d->config_);
+    if (!token) return token.status();
+  }
 
-  // The budget goes to datasets in config order, each taking what it needs.
-  uint64_t left = d->budget_bytes_;
+  // Every root is checked now; the scans run after the mount (run()).
   for (const auto& dc : d->config_.datasets) {
-    auto ds = Dataset::open(dc, left, d->config_, placement);
-    if (!ds) return ds.status();
-    left -= std::min(left, (*ds)->buffer().capacity_bytes());
-    d->datasets_.push_back(std::move(ds).value());
+    auto mtime = check_dataset_root(dc);
+    if (!mtime) return mtime.status();
+    d->slots_.push_back(std::make_unique<DatasetSlot>(dc.name, dc.backend, dc.format.format, *mtime));
   }
-
-  // A cluster of one has no peer to fetch from or serve: no UCX context, no
-  // registration of the stripe and no progress thread (whose polling cost
-  // ~13% of a core when idle and woke the CPU 5,000 times a second).
-  if (membership->peers.size() > 1) {
-    if (Status s = d->join_cluster(*membership); !s) return s;
-  }
-
-  // The scans' temporaries (full paths of every file) are freed by now; give
-  // that heap back so RSS shows what the daemon really keeps.
-  ::malloc_trim(0);
 
   d->namespace_ = std::make_unique<Namespace>(
-      d->datasets_, [raw = d.get()] { return json_text(raw->snapshot(true), 2) + "\n"; }, now_ns(), ::geteuid(),
+      d->slots_, [raw = d.get()] { return json_text(raw->snapshot(true), 2) + "\n"; }, now_ns(), ::geteuid(),
       ::getegid());
   d->fuse_context_.ns = d->namespace_.get();
   d->fuse_context_.options.entry_timeout_s = d->config_.entry_timeout_s;
@@ -145,15 +175,15 @@ int Daemon::run() {
     fuse_session_destroy(session_);
     return 1;
   }
-  for (auto& d : datasets_) d->start_loading();
+  startup_ = std::thread([this] { start_datasets(); });
   // Raise the kernel's readahead window once INIT is done (needs the session
   // loop running to answer the stat, hence a thread).
   std::thread tune([this] {
     Status s = set_mount_readahead(config_.mountpoint, 1024);
     if (!s) spdlog::warn("reads stay at the kernel's default request size (128 KiB): {}", s.message());
   });
-  spdlog::info("mounted at {} ({} dataset{}), control socket {}", config_.mountpoint, datasets_.size(),
-               datasets_.size() == 1 ? "" : "s", config_.control_socket);
+  spdlog::info("mounted at {} ({} dataset{}, scanning), control socket {}", config_.mountpoint, slots_.size(),
+               slots_.size() == 1 ? "" : "s", config_.control_socket);
 
   fuse_loop_config* loop = fuse_loop_cfg_create();
   fuse_loop_cfg_set_clone_fd(loop, 1);
@@ -163,7 +193,12 @@ int Daemon::run() {
   fuse_loop_cfg_destroy(loop);
 
   spdlog::info("unmounting {}", config_.mountpoint);
-  for (auto& d : datasets_) d->stop_loading();
+  stopping_ = true;
+  startup_.join();  // a scan under way ends first: it cannot be cut short
+  // Requests still parked get EIO before the session goes.
+  for (auto& slot : slots_) slot->fail(Status(ESHUTDOWN, "dlfsd is stopping"));
+  for (auto& slot : slots_)
+    if (Dataset* d = slot->get()) d->stop_loading();
   fuse_session_unmount(session_);
   // After the unmount: a stat() still waiting on the mount (a stop before
   // INIT was answered) now fails instead of blocking this join forever.
@@ -171,15 +206,94 @@ int Daemon::run() {
   fuse_remove_signal_handlers(session_);
   fuse_session_destroy(session_);
   session_ = nullptr;
+  if (exit_code_ != 0) return exit_code_;  // a dataset failed after the mount: as create() failing
   // rc is the signal number after a signal-driven exit; that is a clean stop.
   return (rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP || unmount_requested_) ? 0 : 1;
 }
 
-Status Daemon::join_cluster(const transport::Membership& membership) {
+void Daemon::start_datasets() {
+  try {
+    open_datasets();
+  } catch (const std::exception& e) {  // a thread must not let one escape
+    spdlog::error("starting the datasets: unexpected exception: {}", e.what());
+    for (auto& slot : slots_) slot->fail(Status(EIO, std::string("unexpected exception: ") + e.what()));
+    stop_serving(2);
+  }
+}
+
+void Daemon::open_datasets() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Placement placement{static_cast<uint32_t>(membership_.peers.size()), membership_.self};
+  const bool cluster = membership_.peers.size() > 1;
+  // Opened but not yet published (a cluster publishes after the join).
+  std::vector<std::unique_ptr<Dataset>> opened(slots_.size());
+  auto failed = [&](DatasetSlot& slot, const Status& why) {
+    spdlog::error("{}", why.message());
+    slot.fail(why);
+    // The rest are not served either: dlfsd exits, as a failure before the mount did.
+    for (auto& other : slots_) other->fail(Status(EIO, "not served: " + why.message()));
+    stop_serving(2);
+  };
+
+  // The budget goes to datasets in config order, each taking what it needs.
+  uint64_t left = budget_bytes_;
+  const auto delay = test_only_scan_delay();
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    for (auto until = std::chrono::steady_clock::now() + delay; !stopping_ && std::chrono::steady_clock::now() < until;)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (stopping_) return;
+    auto ds = Dataset::open(config_.datasets[i], left, config_, placement);
+    if (!ds && config_.serve_despite_failed_datasets && !cluster) {
+      spdlog::error("{} (the other datasets stay served: serve_despite_failed_datasets)", ds.status().message());
+      slots_[i]->fail(ds.status());
+      continue;
+    }
+    if (!ds) return failed(*slots_[i], ds.status());
+    left -= std::min(left, (*ds)->buffer().capacity_bytes());
+    if (cluster) {
+      slots_[i]->set_joining();
+      opened[i] = std::move(ds).value();
+      continue;
+    }
+    (*ds)->start_loading();
+    slots_[i]->publish(std::move(ds).value());
+    spdlog::info("[{}] ready after {:.2f}s", slots_[i]->name(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+
+  // A cluster of one has no peer to fetch from or serve: no UCX context, no
+  // registration of the stripe and no progress thread (whose polling cost
+  // ~13% of a core when idle and woke the CPU 5,000 times a second).
+  if (cluster && !stopping_) {
+    std::vector<Dataset*> all;
+    for (auto& d : opened) all.push_back(d.get());
+    if (Status s = join_cluster(all); !s) return failed(*slots_.front(), s.with_context("cluster"));
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      opened[i]->start_loading();
+      slots_[i]->publish(std::move(opened[i]));
+    }
+  }
+  // The scans' temporaries (full paths of every file) are freed by now; give
+  // that heap back so RSS shows what the daemon really keeps.
+  ::malloc_trim(0);
+  spdlog::info("all {} dataset{} ready after {:.2f}s", slots_.size(), slots_.size() == 1 ? "" : "s",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+void Daemon::stop_serving(int exit_code) {
+  exit_code_ = exit_code;
+  stopping_ = true;
+  // run() sets session_ before it starts this thread; the main thread may not
+  // have entered the loop yet: the loop then ends at once.
+  fuse_session_exit(session_);
+  ::pthread_kill(main_thread_, SIGUSR1);
+}
+
+Status Daemon::join_cluster(const std::vector<Dataset*>& datasets) {
   auto token = load_job_token(config_);
   if (!token) return token.status();
   transport::ClusterOptions co;
-  co.membership = membership;
+  co.membership = membership_;
   co.token = *token;
   co.listen_host = config_.listen;
   co.heartbeat = std::chrono::milliseconds(config_.heartbeat_ms);
@@ -189,10 +303,10 @@ Status Daemon::join_cluster(const transport::Membership& membership) {
             : config_.gets == "am" ? transport::GetMode::am
                                    : transport::GetMode::automatic;  // the key table allows nothing else
   std::vector<transport::ServedDataset> served;
-  for (auto& ds : datasets_) served.push_back({ds->name(), ds->fingerprint(), &ds->buffer(), &ds->fetcher()});
-  auto cluster = transport::Cluster::create(std::move(co), std::move(served), [this] {
+  for (Dataset* ds : datasets) served.push_back({ds->name(), ds->fingerprint(), &ds->buffer(), &ds->fetcher()});
+  auto cluster = transport::Cluster::create(std::move(co), std::move(served), [datasets] {
     transport::NodeBytes b;
-    for (const auto& ds : datasets_) {
+    for (const Dataset* ds : datasets) {
       const auto by = bytes_by_source(*ds);
       b.local += by.local;
       b.remote += by.remote;
@@ -202,6 +316,7 @@ Status Daemon::join_cluster(const transport::Membership& membership) {
   });
   if (!cluster) return cluster.status();
   cluster_ = std::move(cluster).value();
+  cluster_live_ = cluster_.get();
   return Status::ok();
 }
 
@@ -212,8 +327,8 @@ nlohmann::json Daemon::snapshot(bool detailed) const {
   f.pid = ::getpid();
   f.uptime_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   f.budget_bytes = budget_bytes_;
-  nlohmann::json j = build_stats(f, datasets_, detailed);
-  if (cluster_) j["cluster"] = cluster_->status();
+  nlohmann::json j = build_stats(f, slots_, detailed);
+  if (transport::Cluster* c = cluster_live_.load()) j["cluster"] = c->status();
   if (detailed)
     j["fuse"] = {{"requests", fuse_context_.counters.to_json()},
                  {"kernel_skips_open", fuse_context_.kernel_skips_open},
@@ -228,9 +343,11 @@ nlohmann::json Daemon::stats() { return snapshot(true); }
 Result<nlohmann::json> Daemon::verify(const std::string& dataset, const ProgressFn& progress) {
   nlohmann::json list = nlohmann::json::array();
   bool all_ok = true, found = false;
-  for (auto& d : datasets_) {
-    if (!dataset.empty() && d->name() != dataset) continue;
+  for (auto& slot : slots_) {
+    if (!dataset.empty() && slot->name() != dataset) continue;
     found = true;
+    Dataset* d = slot->get();
+    if (!d) return not_ready(*slot);
     nlohmann::json one = verify_dataset_json(*d, progress);
     all_ok = all_ok && one["ok"].get<bool>();
     list.push_back(std::move(one));
@@ -245,10 +362,12 @@ Result<const Dataset*> Daemon::dataset_arg(const nlohmann::json& args) const {
     if (!it->is_string()) return Status(EINVAL, "\"dataset\" must be a string");
     name = it->get<std::string>();
   }
-  if (datasets_.empty()) return Status(ENOENT, "no datasets are served");
-  if (name.empty()) return datasets_.front().get();
-  for (const auto& d : datasets_)
-    if (d->name() == name) return d.get();
+  if (slots_.empty()) return Status(ENOENT, "no datasets are served");
+  for (const auto& slot : slots_) {
+    if (!name.empty() && slot->name() != name) continue;
+    if (const Dataset* d = slot->get()) return d;
+    return not_ready(*slot);
+  }
   return Status(ENOENT, "no dataset named '" + name + "'");
 }
 

@@ -1,10 +1,17 @@
 // Daemon: the composition root of dlfsd.
 //
-// create() does every check and every fallible set-up step before mounting
-// (config, mountpoint, dataset scans, memory, control socket), so a failure
-// leaves nothing behind. run() mounts, starts the loaders, serves until
-// SIGTERM/SIGINT or `dlfs-ctl unmount`, then unmounts and tears down in
-// reverse order of construction.
+// create() does the cheap checks (config, mountpoint, memory budget, cluster
+// membership, every dataset root is a readable directory) and starts the
+// control socket, so that bad input fails before anything is mounted. run()
+// mounts at once, then scans the datasets on a startup thread, in config
+// order (each scan is parallel per directory; the budget goes to datasets in
+// that order), and joins the cluster (multi-node). Each dataset is served
+// (and starts loading) as soon as it is complete: alone, once its scan is
+// done; in a cluster, once every scan and the join are done. Until then its
+// requests wait (fs/dataset_slot.h). A failed scan or join logs the error,
+// makes the dataset's requests EIO, unmounts and exits 2, as a failure in
+// create() does. Serves until SIGTERM/SIGINT or `dlfs-ctl unmount`, then
+// unmounts and tears down in reverse order of construction.
 #pragma once
 
 #include <pthread.h>
@@ -13,11 +20,13 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fs/config.h"
 #include "fs/control_handler.h"
 #include "fs/dataset.h"
+#include "fs/dataset_slot.h"
 #include "fs/fuse_adapter.h"
 #include "fs/namespace.h"
 #include "transport/cluster.h"
@@ -48,19 +57,29 @@ class Daemon final : public ControlHandler {
   explicit Daemon(DaemonConfig config);
   nlohmann::json snapshot(bool detailed) const;
   Result<const Dataset*> dataset_arg(const nlohmann::json& args) const;
-  Status join_cluster(const transport::Membership& membership);
+  Status join_cluster(const std::vector<Dataset*>& datasets);
+  // The startup thread: scans, joins, publishes (see the top of this file).
+  void start_datasets();
+  void open_datasets();
+  // Stops the session loop (run() then unmounts); exit_code is run()'s.
+  void stop_serving(int exit_code);
 
   DaemonConfig config_;
   uint64_t budget_bytes_ = 0;
   std::chrono::steady_clock::time_point started_;
-  std::vector<std::unique_ptr<Dataset>> datasets_;
-  std::unique_ptr<transport::Cluster> cluster_;  // after datasets_: leaves before they go
+  transport::Membership membership_;
+  DatasetSlots slots_;
+  std::unique_ptr<transport::Cluster> cluster_;  // after slots_: leaves before the datasets go
+  std::atomic<transport::Cluster*> cluster_live_{nullptr};  // cluster_ once joined, for other threads
   std::unique_ptr<Namespace> namespace_;
   FuseContext fuse_context_;
   std::unique_ptr<ControlServer> control_;
   fuse_session* session_ = nullptr;
   pthread_t main_thread_{};
   std::atomic<bool> unmount_requested_{false};
+  std::thread startup_;
+  std::atomic<bool> stopping_{false};  // tells the startup thread to scan nothing more
+  std::atomic<int> exit_code_{0};      // non-zero: a dataset failed after the mount
 };
 
 }  // namespace dlfs::fs

@@ -3,7 +3,9 @@
 #include <sys/stat.h>
 
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -65,6 +67,16 @@ void guarded(fuse_req_t req, const char* op, F&& body) {
   }
 }
 
+// A request inside a dataset whose scan (or cluster join) is not done is
+// parked with its replay and the worker goes back to the queue: the replay
+// runs, and answers, when the dataset is ready (or failed: EIO). Workers never
+// block on a scan, so /.dlfs/stats and ready datasets answer meanwhile
+// however many readers wait (fs/dataset_slot.h).
+bool parked(fuse_req_t req, fuse_ino_t ino, bool attr_only, std::function<void()> replay) {
+  const DatasetSlot* slot = ctx(req).ns->unsettled_slot(ino, attr_only);
+  return slot && slot->park(std::move(replay));
+}
+
 void op_init(void* userdata, fuse_conn_info* conn) {
   auto& c = *static_cast<FuseContext*>(userdata);
   // Nothing is kept per open (every file reads by inode, fs/namespace.h): a
@@ -91,14 +103,19 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   // two cores can serve), measured with tools/bench/run_bench.py.
 }
 
-void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  count(req, FuseOp::lookup);
+void do_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   guarded(req, "lookup", [&] {
     auto a = ctx(req).ns->lookup(parent, name);
     if (!a) return reply_error(req, a.status(), "lookup");
     auto e = to_entry(*a, ctx(req).options);
     fuse_reply_entry(req, &e);
   });
+}
+
+void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  count(req, FuseOp::lookup);
+  if (parked(req, parent, false, [req, parent, n = std::string(name)] { do_lookup(req, parent, n.c_str()); })) return;
+  do_lookup(req, parent, name);
 }
 
 // FORGET has no reply; guarded() is for requests that need one.
@@ -116,8 +133,7 @@ void op_forget_multi(fuse_req_t req, size_t n, fuse_forget_data* forgets) {
   fuse_reply_none(req);
 }
 
-void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
-  count(req, FuseOp::getattr);
+void do_getattr(fuse_req_t req, fuse_ino_t ino) {
   guarded(req, "getattr", [&] {
     auto a = ctx(req).ns->getattr(ino);
     if (!a) return reply_error(req, a.status(), "getattr");
@@ -126,8 +142,13 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   });
 }
 
-void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  count(req, FuseOp::opendir);
+void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  count(req, FuseOp::getattr);
+  if (parked(req, ino, true, [req, ino] { do_getattr(req, ino); })) return;
+  do_getattr(req, ino);
+}
+
+void do_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   guarded(req, "opendir", [&] {
     Status s = ctx(req).ns->opendir(ino);
     if (!s) return reply_error(req, s, "opendir");
@@ -138,6 +159,12 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     fi->keep_cache = 1;
     fuse_reply_open(req, fi);
   });
+}
+
+void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  count(req, FuseOp::opendir);
+  if (parked(req, ino, false, [req, ino, f = *fi]() mutable { do_opendir(req, ino, &f); })) return;
+  do_opendir(req, ino, fi);
 }
 
 void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
@@ -167,14 +194,20 @@ void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plu
   fuse_reply_buf(req, buf.data(), used);
 }
 
+void guarded_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
+  guarded(req, plus ? "readdirplus" : "readdir", [&] { do_readdir(req, ino, size, off, plus); });
+}
+
 void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
   count(req, FuseOp::readdir);
-  guarded(req, "readdir", [&] { do_readdir(req, ino, size, off, false); });
+  if (parked(req, ino, false, [=] { guarded_readdir(req, ino, size, off, false); })) return;
+  guarded_readdir(req, ino, size, off, false);
 }
 
 void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
   count(req, FuseOp::readdirplus);
-  guarded(req, "readdirplus", [&] { do_readdir(req, ino, size, off, true); });
+  if (parked(req, ino, false, [=] { guarded_readdir(req, ino, size, off, true); })) return;
+  guarded_readdir(req, ino, size, off, true);
 }
 
 void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
@@ -187,8 +220,7 @@ void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
 // kernel sends no OPEN, FLUSH or RELEASE again; the open files then keep the
 // page cache, as below (immutable files, and generated ones have a number per
 // lookup).
-void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  count(req, FuseOp::open);
+void do_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   guarded(req, "open", [&] {
     Status s = ctx(req).ns->open(ino, fi->flags);
     if (!s) return reply_error(req, s, "open");
@@ -198,6 +230,12 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     fi->fh = 0;
     fuse_reply_open(req, fi);
   });
+}
+
+void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  count(req, FuseOp::open);
+  if (parked(req, ino, false, [req, ino, f = *fi]() mutable { do_open(req, ino, &f); })) return;
+  do_open(req, ino, fi);
 }
 
 // ENOSYS, as libfuse answers when there is no handler: the kernel then stops
@@ -234,8 +272,7 @@ void reply_gather(fuse_req_t req, const cache::Gather& gather) {
   else fuse_reply_iov(req, gather.iov(), gather.count());
 }
 
-void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
-  count(req, FuseOp::read);
+void do_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
   guarded(req, "read", [&] {
     // One Gather per worker thread: no allocation per request once warm.
     // Round buffers it points into stay pinned until the reply is sent.
@@ -249,6 +286,12 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
     reply_gather(req, gather);
     gather.release();
   });
+}
+
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+  count(req, FuseOp::read);
+  if (parked(req, ino, false, [=] { do_read(req, ino, size, off); })) return;
+  do_read(req, ino, size, off);
 }
 
 void op_statfs(fuse_req_t req, fuse_ino_t) {
@@ -273,8 +316,7 @@ void reply_xattr_value(fuse_req_t req, const std::string& value, size_t size) {
   else fuse_reply_buf(req, value.data(), value.size());
 }
 
-void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
-  count(req, FuseOp::getxattr);
+void do_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   guarded(req, "getxattr", [&] {
     auto v = ctx(req).ns->getxattr(ino, name);
     if (!v) return static_cast<void>(fuse_reply_err(req, v.status().err()));
@@ -282,8 +324,14 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) 
   });
 }
 
-void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
-  count(req, FuseOp::listxattr);
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  count(req, FuseOp::getxattr);
+  if (parked(req, ino, false, [req, ino, n = std::string(name), size] { do_getxattr(req, ino, n.c_str(), size); }))
+    return;
+  do_getxattr(req, ino, name, size);
+}
+
+void do_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   guarded(req, "listxattr", [&] {
     auto names = ctx(req).ns->listxattr(ino);
     if (!names) return static_cast<void>(fuse_reply_err(req, names.status().err()));
@@ -291,6 +339,12 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
     for (const auto& n : *names) list += n + '\0';
     reply_xattr_value(req, list, size);
   });
+}
+
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  count(req, FuseOp::listxattr);
+  if (parked(req, ino, false, [=] { do_listxattr(req, ino, size); })) return;
+  do_listxattr(req, ino, size);
 }
 
 // Every write-like operation: EROFS (the mount is also "ro", so the kernel

@@ -21,12 +21,46 @@ Status not_found() { return Status(ENOENT, "no such entry"); }
 
 }  // namespace
 
-Namespace::Namespace(const std::vector<std::unique_ptr<Dataset>>& datasets, std::function<std::string()> stats_text,
-                     int64_t start_time_ns, uint32_t uid, uint32_t gid)
+Namespace::Namespace(const DatasetSlots& datasets, std::function<std::string()> stats_text, int64_t start_time_ns,
+                     uint32_t uid, uint32_t gid)
     : datasets_(datasets), stats_text_(std::move(stats_text)), start_time_ns_(start_time_ns), uid_(uid), gid_(gid) {}
 
-const Dataset* Namespace::dataset_of(const NodeId& n) const {
-  return n.dataset < datasets_.size() ? datasets_[n.dataset].get() : nullptr;
+namespace {
+DatasetSlots borrow_all(const std::vector<std::unique_ptr<Dataset>>& datasets) {
+  DatasetSlots slots;
+  for (const auto& d : datasets) slots.push_back(DatasetSlot::borrowing(*d));
+  return slots;
+}
+}  // namespace
+
+Namespace::Namespace(const std::vector<std::unique_ptr<Dataset>>& datasets, std::function<std::string()> stats_text,
+                     int64_t start_time_ns, uint32_t uid, uint32_t gid)
+    : borrowed_(borrow_all(datasets)),
+      datasets_(borrowed_),
+      stats_text_(std::move(stats_text)),
+      start_time_ns_(start_time_ns),
+      uid_(uid),
+      gid_(gid) {}
+
+Result<const Dataset*> Namespace::dataset_of(const NodeId& n) const {
+  if (n.dataset >= datasets_.size()) return not_found();
+  DLFS_ASSIGN_OR_RETURN(Dataset * ds, datasets_[n.dataset]->wait());
+  return ds;
+}
+
+const Dataset* Namespace::ready_dataset(const NodeId& n) const {
+  return n.dataset < datasets_.size() ? datasets_[n.dataset]->get() : nullptr;
+}
+
+const DatasetSlot* Namespace::unsettled_slot(uint64_t ino, bool attr_only) const {
+  auto n = decode_ino(ino);
+  if (!n || n->kind == NodeKind::root || n->kind == NodeKind::control_dir || n->kind == NodeKind::stats_file ||
+      n->kind == NodeKind::generated || n->dataset >= datasets_.size())
+    return nullptr;
+  // The dataset directory's own attributes are known before the scan.
+  if (attr_only && n->kind == NodeKind::dataset_dir) return nullptr;
+  const DatasetSlot* slot = datasets_[n->dataset].get();
+  return slot->settled() ? nullptr : slot;
 }
 
 Attr Namespace::dir_attr(uint64_t ino, uint32_t perms, uint32_t subdirs, int64_t mtime_ns) const {
@@ -67,12 +101,13 @@ Result<Attr> Namespace::attr_of(const NodeId& n) const {
     case NodeKind::generated: return generated_attr(n);
     default: break;
   }
-  const Dataset* ds = dataset_of(n);
-  if (!ds) return not_found();
+  if (n.kind == NodeKind::dataset_dir) {  // known before the scan ends: listing the root never waits
+    if (n.dataset >= datasets_.size()) return not_found();
+    return dir_attr(ino, 0555, 2, datasets_[n.dataset]->root_mtime_ns());
+  }
+  DLFS_ASSIGN_OR_RETURN(const Dataset* ds, dataset_of(n));
   const auto& m = ds->manifest();
   switch (n.kind) {
-    case NodeKind::dataset_dir:
-      return dir_attr(ino, 0555, 2, ds->root_mtime_ns());
     case NodeKind::raw_dir:
       if (n.index >= m.dir_count()) return not_found();
       return dir_attr(ino, m.dir_mode(static_cast<uint32_t>(n.index)),
@@ -125,8 +160,8 @@ Result<Attr> Namespace::lookup(uint64_t parent, std::string_view name) const {
       if (name == kEpochsName) return attr_of({NodeKind::epochs_dir, p->dataset, 0});
       return not_found();
     case NodeKind::raw_dir: {
-      const Dataset* ds = dataset_of(*p);
-      if (!ds || p->index >= ds->manifest().dir_count()) return not_found();
+      DLFS_ASSIGN_OR_RETURN(const Dataset* ds, dataset_of(*p));
+      if (p->index >= ds->manifest().dir_count()) return not_found();
       auto dir = static_cast<uint32_t>(p->index);
       if (auto f = ds->manifest().find_file(dir, name)) {
         ds->raw_counters().lookups.fetch_add(1, std::memory_order_relaxed);
@@ -190,7 +225,8 @@ Status Namespace::readdir(uint64_t ino, uint64_t offset, const DirFiller& add, b
       if (child_index() == 1) emit(kEpochsName, attr_of({NodeKind::epochs_dir, n->dataset, 0}));
       return Status::ok();
     case NodeKind::raw_dir: {
-      const auto& m = dataset_of(*n)->manifest();
+      DLFS_ASSIGN_OR_RETURN(const Dataset* ds, dataset_of(*n));
+      const auto& m = ds->manifest();
       auto dir = static_cast<uint32_t>(n->index);
       auto subdirs = m.dir_subdirs(dir);
       auto files = m.dir_files(dir);
@@ -236,8 +272,8 @@ Status Namespace::read(uint64_t ino, uint64_t offset, uint64_t size, cache::Gath
 }
 
 Status Namespace::read_raw(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const {
-  const Dataset* ds = dataset_of(n);
-  if (!ds || n.index >= ds->manifest().file_count()) return not_found();
+  DLFS_ASSIGN_OR_RETURN(const Dataset* ds, dataset_of(n));
+  if (n.index >= ds->manifest().file_count()) return not_found();
   const auto& m = ds->manifest();
   auto f = static_cast<uint32_t>(n.index);
   uint64_t fsize = m.file_size(f);
@@ -283,7 +319,9 @@ Status Namespace::counted_view_read(const Dataset* ds, Status s, const cache::Ga
 
 FsTotals Namespace::totals() const {
   FsTotals t;
-  for (const auto& d : datasets_) {
+  for (const auto& slot : datasets_) {  // what is served so far: statfs never waits
+    const Dataset* d = slot->get();
+    if (!d) continue;
     t.bytes += d->manifest().total_bytes();
     t.files += d->manifest().file_count() + d->manifest().dir_count();
   }

@@ -10,6 +10,12 @@
 // adapter (fuse_adapter.cc) only translates to replies. This keeps the logic
 // unit-testable without a mount. Inode numbers come from fs/inode.h.
 //
+// Datasets come as slots (fs/dataset_slot.h): the root lists every configured
+// dataset from the start; anything inside one whose scan is not done waits
+// for it (DatasetSlot::wait) and then answers from the complete dataset, or
+// EIO when its scan failed. The FUSE adapter parks such requests instead
+// (unsettled_slot), so that no worker thread blocks.
+//
 // Thread safety: all methods are const and may run concurrently; datasets are
 // immutable apart from atomics.
 #pragma once
@@ -26,6 +32,7 @@
 #include "cache/gather.h"
 #include "common/status.h"
 #include "fs/dataset.h"
+#include "fs/dataset_slot.h"
 #include "fs/generated_files.h"
 #include "fs/inode.h"
 #include "fs/view_format.h"
@@ -59,8 +66,16 @@ using DirFiller = std::function<bool(std::string_view name, const Attr& attr, ui
 class Namespace {
  public:
   // stats_text produces the content of /.dlfs/stats at open time.
+  Namespace(const DatasetSlots& datasets, std::function<std::string()> stats_text, int64_t start_time_ns,
+            uint32_t uid, uint32_t gid);
+  // Over datasets that are ready (the caller keeps them alive).
   Namespace(const std::vector<std::unique_ptr<Dataset>>& datasets, std::function<std::string()> stats_text,
             int64_t start_time_ns, uint32_t uid, uint32_t gid);
+
+  // The slot a request on `ino` would wait for (its dataset is still being
+  // scanned or joined), else null. attr_only: the request needs only the
+  // node's attributes (getattr), which a dataset directory has before the scan.
+  const DatasetSlot* unsettled_slot(uint64_t ino, bool attr_only) const;
 
   Result<Attr> lookup(uint64_t parent, std::string_view name) const;
   Result<Attr> getattr(uint64_t ino) const;
@@ -85,11 +100,14 @@ class Namespace {
   Result<std::string> getxattr(uint64_t ino, const std::string& name) const;
   Result<std::vector<std::string>> listxattr(uint64_t ino) const;
 
-  const std::vector<std::unique_ptr<Dataset>>& datasets() const { return datasets_; }
+  const DatasetSlots& datasets() const { return datasets_; }
 
  private:
   Result<Attr> attr_of(const NodeId& n) const;
-  const Dataset* dataset_of(const NodeId& n) const;
+  // The node's dataset, once its scan is done (waits for it); EIO if it failed.
+  Result<const Dataset*> dataset_of(const NodeId& n) const;
+  // The node's dataset if it is ready, else null; never waits.
+  const Dataset* ready_dataset(const NodeId& n) const;
   Attr dir_attr(uint64_t ino, uint32_t perms, uint32_t subdirs, int64_t mtime_ns) const;
   Attr file_attr(uint64_t ino, uint64_t size, int64_t mtime_ns) const;
   // Epoch views (namespace_views.cc).
@@ -109,7 +127,8 @@ class Namespace {
   Result<Attr> generated_attr(const NodeId& n) const;
   Result<std::shared_ptr<const EpochView>> view_of(const NodeId& n) const;
 
-  const std::vector<std::unique_ptr<Dataset>>& datasets_;
+  DatasetSlots borrowed_;  // the slots of the second constructor
+  const DatasetSlots& datasets_;
   mutable GeneratedFiles generated_;
   std::function<std::string()> stats_text_;
   int64_t start_time_ns_;

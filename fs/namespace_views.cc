@@ -46,19 +46,19 @@ void Namespace::forget(uint64_t ino, uint64_t nlookup) const {
   // forgets an inode once, with every lookup it counted.
   if (n->kind == NodeKind::generated) return generated_.forget(n->index);
   if (n->kind != NodeKind::view) return;  // only view inodes pin anything else
-  if (const Dataset* ds = dataset_of(*n)) ds->views().release(static_cast<uint32_t>(n->index), nlookup);
+  // Never waits: the kernel holds no view of a dataset that is not ready.
+  if (const Dataset* ds = ready_dataset(*n)) ds->views().release(static_cast<uint32_t>(n->index), nlookup);
 }
 
 Result<std::shared_ptr<const EpochView>> Namespace::view_of(const NodeId& n) const {
-  const Dataset* ds = dataset_of(n);
-  if (!ds || !format_known(n)) return not_found();
+  DLFS_ASSIGN_OR_RETURN(const Dataset* ds, dataset_of(n));
+  if (!format_known(n)) return not_found();
   const uint64_t id = n.kind == NodeKind::view_entry ? entry_view(n.index) : n.index;
   return ds->views().get(*ds, static_cast<uint32_t>(id));
 }
 
 Result<Attr> Namespace::view_attr(const NodeId& n) const {
-  const Dataset* ds = dataset_of(n);
-  if (!ds) return not_found();
+  DLFS_ASSIGN_OR_RETURN(const Dataset* ds, dataset_of(n));
   const uint64_t ino = encode_ino(n);
   const int64_t mtime = ds->root_mtime_ns();
   switch (n.kind) {
@@ -87,8 +87,8 @@ Result<Attr> Namespace::view_attr(const NodeId& n) const {
 }
 
 Result<Attr> Namespace::view_lookup(const NodeId& p, std::string_view name) const {
-  const Dataset* ds = dataset_of(p);
-  if (!ds || !format_known(p)) return not_found();
+  DLFS_ASSIGN_OR_RETURN(const Dataset* ds, dataset_of(p));
+  if (!format_known(p)) return not_found();
   switch (p.kind) {
     case NodeKind::epochs_dir: {
       auto e = parse_number(name);
@@ -137,8 +137,8 @@ Result<Attr> Namespace::view_lookup(const NodeId& p, std::string_view name) cons
 }
 
 Status Namespace::view_readdir(const NodeId& n, uint64_t child, const Emit& emit, bool kernel_keeps_entries) const {
-  const Dataset* ds = dataset_of(n);
-  if (!ds || !format_known(n)) return not_found();
+  DLFS_ASSIGN_OR_RETURN(const Dataset* ds, dataset_of(n));
+  if (!format_known(n)) return not_found();
   switch (n.kind) {
     case NodeKind::epochs_dir:
       for (uint64_t e = child; e < ds->planner().config().epochs_listed; ++e)
@@ -197,8 +197,8 @@ Status Namespace::world_readdir(const Dataset& ds, const NodeId& n, uint64_t chi
 }
 
 Status Namespace::read_view(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const {
-  const Dataset* ds = dataset_of(n);
-  if (!ds || !format_known(n)) return not_found();
+  DLFS_ASSIGN_OR_RETURN(const Dataset* ds, dataset_of(n));
+  if (!format_known(n)) return not_found();
   const ViewFormat& f = format_of(n);
   if (n.kind == NodeKind::view && f.is_directory()) return Status(EISDIR, "is a directory");
   const uint64_t id = n.kind == NodeKind::view_entry ? entry_view(n.index) : n.index;

@@ -41,6 +41,7 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed) {
   const auto& sr = d.scan_report();
   nlohmann::json j = {
       {"name", d.name()},
+      {"state", "ready"},
       {"backend", d.config().backend},
       {"format", d.config().format.format},
       {"samples", m.sample_count()},
@@ -105,13 +106,34 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed) {
   return j;
 }
 
+// A dataset that is not served yet (or failed): what the config says and why.
+nlohmann::json unready_json(const DatasetSlot& slot) {
+  nlohmann::json j = {{"name", slot.name()},
+                      {"state", state_name(slot.state())},
+                      {"backend", slot.backend()},
+                      {"format", slot.format()}};
+  if (slot.state() == DatasetSlot::State::failed) j["error"] = slot.error().message();
+  return j;
+}
+
 }  // namespace
 
 nlohmann::json build_stats(const DaemonFacts& facts, const std::vector<std::unique_ptr<Dataset>>& datasets,
                            bool detailed) {
+  DatasetSlots slots;
+  for (const auto& d : datasets) slots.push_back(DatasetSlot::borrowing(*d));
+  return build_stats(facts, slots, detailed);
+}
+
+nlohmann::json build_stats(const DaemonFacts& facts, const DatasetSlots& datasets, bool detailed) {
   uint64_t resident = 0, capacity = 0, metadata = 0, samples = 0;
   nlohmann::json list = nlohmann::json::array();
-  for (const auto& d : datasets) {
+  for (const auto& slot : datasets) {
+    const Dataset* d = slot->get();
+    if (!d) {
+      list.push_back(unready_json(*slot));
+      continue;
+    }
     resident += d->buffer().resident_bytes();
     capacity += d->buffer().capacity_bytes();
     metadata += d->metadata_bytes();

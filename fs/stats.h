@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fs/dataset.h"
+#include "fs/dataset_slot.h"
 
 namespace dlfs::fs {
 
@@ -21,7 +22,12 @@ struct DaemonFacts {
   uint64_t budget_bytes = 0;
 };
 
-// detailed = false: the status subset (no served/views counters).
+// detailed = false: the status subset (no served/views counters). Every
+// dataset has a "state" (scanning, joining, ready, failed); one that is not
+// ready has only name, backend, format, state (and error when failed), and
+// counts in no total.
+nlohmann::json build_stats(const DaemonFacts& facts, const DatasetSlots& datasets, bool detailed);
+// Over datasets that are all ready.
 nlohmann::json build_stats(const DaemonFacts& facts, const std::vector<std::unique_ptr<Dataset>>& datasets,
                            bool detailed);
 

@@ -47,7 +47,8 @@ stop() {
 trap stop EXIT
 for _ in $(seq 1 300); do [ -e "$mnt/.dlfs/stats" ] && break; sleep 0.1; done
 [ -e "$mnt/.dlfs/stats" ] || { cat "$work/dlfsd.log"; echo "dlfsd did not mount" >&2; exit 1; }
-echo "== dlfsd mounted at $mnt; waiting for the dataset to load"
+echo "== dlfsd mounted at $mnt; waiting for the scan, then the load"
+build/tools/ctl/dlfs-ctl --socket "$sock" --timeout 300 wait-ready
 until build/tools/ctl/dlfs-ctl --socket "$sock" status --json |
       /usr/bin/python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["datasets"][0]["load"]["state"]=="done" else 1)'; do
   sleep 0.5

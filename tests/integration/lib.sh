@@ -63,7 +63,10 @@ trap 'echo "FAIL: $TEST_NAME still running after $SCENARIO_TIMEOUT s: stopped" >
 WATCHDOG_PID=$!
 
 # start_daemon MNT LOG [dlfsd args...]: starts dlfsd in the background with its
-# own control socket, waits until MNT/.dlfs/stats exists. Sets DAEMON_PID.
+# own control socket, waits until MNT/.dlfs/stats exists and (unless
+# START_WAIT_READY=0) until no dataset is still scanning or joining: dlfsd
+# mounts before it scans, and tests read the stats' per-dataset figures at
+# once. Reads inside a dataset would simply wait. Sets DAEMON_PID.
 # DAEMON_WRAP (an array, e.g. nsenter into a network namespace) prefixes the
 # command; it must exec dlfsd so that DAEMON_PID is the daemon's.
 DAEMON_WRAP=()
@@ -77,7 +80,10 @@ start_daemon() {
   for _ in $(seq 1 300); do
     # And MNT lists: a dead mount left there answers ENOTCONN, though its
     # cached entries still show .dlfs/stats.
-    [ -e "$mnt/.dlfs/stats" ] && ls "$mnt" >/dev/null 2>&1 && return 0
+    if [ -e "$mnt/.dlfs/stats" ] && ls "$mnt" >/dev/null 2>&1; then
+      [ "${START_WAIT_READY:-1}" = 0 ] && return 0
+      grep -qE '"state": "(scanning|joining)"' "$mnt/.dlfs/stats" 2>/dev/null || return 0
+    fi
     kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$logf" >&2; fail "dlfsd exited before mounting"; }
     sleep 0.1
   done

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <future>
 #include <fstream>
 #include <map>
 #include <random>
@@ -15,6 +16,7 @@
 #include "fs/config.h"
 #include "fs/control_verify.h"
 #include "fs/dataset.h"
+#include "fs/dataset_slot.h"
 #include "fs/generated_files.h"
 #include "fs/inode.h"
 #include "fs/namespace.h"
@@ -319,6 +321,94 @@ TEST(GeneratedFilesTest, OverTheCapTheLeastRecentlyReadGoes) {
   EXPECT_EQ(std::set<uint64_t>(numbers.begin(), numbers.end()).size(), numbers.size()) << "numbers are unique";
   files.forget(newest);
   EXPECT_EQ(files.live(), GeneratedFiles::kMaxLive - 1);
+}
+
+// ---- mount before scan: a dataset slot gates every request inside it ----
+
+class DatasetGateTest : public FsCoreTest {
+ protected:
+  std::unique_ptr<Dataset> open_ds() {
+    DatasetConfig dc;
+    dc.name = "ds";
+    dc.backend = root_;
+    DaemonConfig daemon;
+    daemon.extent_size = 64 << 10;
+    daemon.loader_threads = 1;
+    auto ds = Dataset::open(dc, 64 << 20, daemon);
+    EXPECT_TRUE(ds.is_ok()) << ds.status().message();
+    return std::move(ds).value();
+  }
+  // One slot, scanning, and a Namespace over it, as dlfsd has right after mounting.
+  void SetUp() override {
+    FsCoreTest::SetUp();
+    slots_.push_back(std::make_unique<DatasetSlot>("ds", root_, "files", 42));
+    ns_ = std::make_unique<Namespace>(slots_, [] { return std::string("{}\n"); }, 1, 0, 0);
+  }
+  // Reads ds/raw/top.bin through lookups, on another thread: it waits for the slot.
+  std::future<Result<std::string>> read_top_async() {
+    return std::async(std::launch::async, [this]() -> Result<std::string> {
+      auto a = resolve(*ns_, "ds/raw/top.bin");
+      if (!a) return a.status();
+      return read_all(*ns_, a->ino, a->size, 65536);
+    });
+  }
+  DatasetSlots slots_;
+  std::unique_ptr<Namespace> ns_;
+};
+
+TEST_F(DatasetGateTest, RootAndDatasetDirAnswerBeforeTheScan) {
+  EXPECT_EQ(list(*ns_, kRootIno, 100), (std::vector<std::string>{".", "..", "ds", ".dlfs"}));
+  auto dir = ns_->lookup(kRootIno, "ds");
+  ASSERT_TRUE(dir.is_ok()) << dir.status().message();
+  EXPECT_EQ(dir->mtime_ns, 42) << "the dataset directory's mtime comes from the root checked before the scan";
+  // Its attributes need no scan; anything inside it does.
+  EXPECT_EQ(ns_->unsettled_slot(dir->ino, true), nullptr);
+  EXPECT_EQ(ns_->unsettled_slot(dir->ino, false), slots_[0].get());
+  EXPECT_EQ(ns_->unsettled_slot(kRootIno, false), nullptr);
+  EXPECT_EQ(ns_->totals().files, 0u) << "statfs counts only what is served";
+  auto stats = build_stats(DaemonFacts{}, slots_, true);
+  EXPECT_EQ(stats["datasets"][0]["state"], "scanning");
+  EXPECT_FALSE(stats["datasets"][0].contains("samples")) << "no figure from a manifest that is not built";
+  EXPECT_EQ(stats["datasets"][0]["backend"], root_);
+}
+
+TEST_F(DatasetGateTest, RequestsWaitThenAnswerFromTheWholeDataset) {
+  auto reader = read_top_async();
+  int replays = 0;
+  ASSERT_TRUE(slots_[0]->park([&] { ++replays; }));
+  EXPECT_EQ(reader.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout)
+      << "a read inside a scanning dataset must wait";
+  EXPECT_EQ(replays, 0);
+  slots_[0]->publish(open_ds());
+  EXPECT_EQ(replays, 1) << "publishing runs the parked replays";
+  ASSERT_EQ(reader.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  auto got = reader.get();
+  ASSERT_TRUE(got.is_ok()) << got.status().message();
+  EXPECT_EQ(*got, contents_["top.bin"]);
+  EXPECT_FALSE(slots_[0]->park([&] { ++replays; })) << "a ready slot parks nothing";
+  EXPECT_EQ(build_stats(DaemonFacts{}, slots_, false)["datasets"][0]["state"], "ready");
+  EXPECT_EQ(ns_->unsettled_slot(resolve(*ns_, "ds/raw")->ino, false), nullptr);
+}
+
+TEST_F(DatasetGateTest, AFailedScanAnswersEioNamingTheDataset) {
+  auto reader = read_top_async();
+  int replays = 0;
+  ASSERT_TRUE(slots_[0]->park([&] { ++replays; }));
+  slots_[0]->set_joining();
+  EXPECT_EQ(reader.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout) << "joining still waits";
+  slots_[0]->fail(Status(EINVAL, "records do not divide"));
+  EXPECT_EQ(replays, 1);
+  ASSERT_EQ(reader.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  auto got = reader.get();
+  ASSERT_FALSE(got.is_ok());
+  EXPECT_EQ(got.status().err(), EIO);
+  EXPECT_NE(got.status().message().find("dataset 'ds'"), std::string::npos) << got.status().message();
+  EXPECT_NE(got.status().message().find("records do not divide"), std::string::npos) << got.status().message();
+  slots_[0]->publish(open_ds());  // too late: a slot settles once
+  EXPECT_EQ(slots_[0]->state(), DatasetSlot::State::failed);
+  auto stats = build_stats(DaemonFacts{}, slots_, false);
+  EXPECT_EQ(stats["datasets"][0]["state"], "failed");
+  EXPECT_NE(stats["datasets"][0]["error"].get<std::string>().find("records do not divide"), std::string::npos);
 }
 
 }  // namespace

@@ -63,7 +63,8 @@ def all_resident(mnt):
     except (OSError, ValueError):
         return False
     c = s.get("cluster")
-    return (c is None or c["all_resident"]) and all(d["load"]["state"] == "done" for d in s["datasets"])
+    # Before its scan and join a dataset has no "load" (dlfsd mounts first).
+    return (c is None or c["all_resident"]) and all(d.get("load", {}).get("state") == "done" for d in s["datasets"])
 
 
 def read_stream(path, bs=MiB):

@@ -90,7 +90,8 @@ def dlfs_loaded(mnt):
     try:
         with open(os.path.join(mnt, ".dlfs/stats")) as f:
             s = json.load(f)
-        return all(d["load"]["state"] == "done" for d in s["datasets"])
+        # A dataset still scanning has no "load" yet (dlfsd mounts before it scans).
+        return all(d.get("load", {}).get("state") == "done" for d in s["datasets"])
     except (OSError, ValueError):
         return False
 

@@ -77,7 +77,11 @@ void add_daemon_commands(CLI::App& app, DaemonArgs& a) {
   report->add_option("--dataset", a.dataset, "Dataset (default: the first)");
   report->add_option("--epochs", a.epochs, "Epochs to measure (2..1000, default 10)")->check(CLI::Range(2, 1000));
   auto* unmount = app.add_subcommand("unmount", "Unmount and stop the daemon, and wait until it is gone");
-  for (auto* sub : {status, stats, verify, plan, report, unmount}) sub->fallthrough();
+  auto* ready = app.add_subcommand(
+      "wait-ready", "Wait until every dataset is scanned and served (dlfsd mounts before it scans; reads\n"
+                    "inside a dataset wait meanwhile). Waits for the daemon's socket too. Exit 0 ready,\n"
+                    "1 a dataset failed or --timeout passed");
+  for (auto* sub : {status, stats, verify, plan, report, unmount, ready}) sub->fallthrough();
 }
 
 nlohmann::json make_request(const std::string& cmd, const DaemonArgs& a) {
@@ -121,6 +125,42 @@ int wait_until_gone(const std::string& socket_path, const DaemonArgs& a, std::ch
   return kFailed;
 }
 
+// Polls status until no dataset is scanning or joining. The socket may not
+// exist yet (dlfsd just started): that is retried too, until the deadline.
+int wait_ready(const DaemonArgs& a, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string last = "no answer from dlfsd";
+  while (true) {
+    auto path = find_socket(a.socket, a.mount);
+    auto answer = path ? dlfs::control_call(*path, {{"cmd", "status"}}, nullptr, std::chrono::milliseconds(2000))
+                       : dlfs::Result<nlohmann::json>(path.status());
+    if (answer) {
+      size_t ready = 0, total = 0;
+      for (const auto& d : answer->value("datasets", nlohmann::json::array())) {
+        ++total;
+        const std::string state = d.value("state", std::string("ready"));
+        if (state == "failed") {
+          std::fprintf(stderr, "dlfs-ctl wait-ready: %s\n", d.value("error", std::string("a dataset failed")).c_str());
+          return kFailed;
+        }
+        if (state == "ready") ++ready;
+        else last = "dataset '" + d.value("name", std::string("?")) + "' is " + state;
+      }
+      if (ready == total) {
+        if (a.json_out) std::cout << answer->dump(2) << "\n";
+        else std::printf("ready: %zu dataset%s\n", total, total == 1 ? "" : "s");
+        return kOk;
+      }
+    } else {
+      last = answer.status().message();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::fprintf(stderr, "dlfs-ctl wait-ready: not ready after %.0f s: %s\n", a.timeout_s, last.c_str());
+  return kFailed;
+}
+
 // The answer as a person reads it (--json: as the daemon sent it).
 void print_answer(const std::string& cmd, const nlohmann::json& answer, bool json_out) {
   if (json_out) {
@@ -139,6 +179,7 @@ void print_answer(const std::string& cmd, const nlohmann::json& answer, bool jso
 }
 
 int run_daemon_command(const std::string& cmd, const DaemonArgs& a) {
+  if (cmd == "wait-ready") return wait_ready(a, std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000)));
   auto path = find_socket(a.socket, a.mount);
   if (!path) {
     std::fprintf(stderr, "dlfs-ctl: %s\n", path.status().message().c_str());

@@ -93,8 +93,13 @@ std::string render_status(const json& s) {
   for (const auto& d : datasets)
     rows.push_back({get<std::string>(d, "name", "?"), get<std::string>(d, "format", "?"),
                     std::to_string(get<uint64_t>(d, "samples", 0)), format_size(get<uint64_t>(d, "total_bytes", 0)),
-                    format_size(get<uint64_t>(d, "resident_bytes", 0)), load_cell(d.value("load", json::object()))});
+                    format_size(get<uint64_t>(d, "resident_bytes", 0)),
+                    // Before its scan is done a dataset has only its state (docs/stats.md).
+                    get<std::string>(d, "state", "ready") == "ready" ? load_cell(d.value("load", json::object()))
+                                                                      : get<std::string>(d, "state", "?")});
   out << table(rows);
+  for (const auto& d : datasets)
+    if (d.contains("error")) out << get<std::string>(d, "name", "?") << ": " << get<std::string>(d, "error", "") << "\n";
   for (const auto& d : datasets)
     out << changed_files_lines(get<std::string>(d, "name", "?"), d.value("changed_files", json::object()),
                                "reads that need their backend bytes fail with EIO, resident bytes serve the "
