@@ -284,5 +284,41 @@ TEST(BackendCacheUse, DropLeavesNoPagesOfWhatWasRead) {
   EXPECT_LT(cached_pages(path, size), kept / 4) << "kept " << kept << " pages after a keep read";
 }
 
+// A miss on this node's bytes that fit its memory leaves no page-cache copy
+// (the loader will hold them); bytes beyond the budget keep it.
+TEST(BackendCacheUse, FetcherDropsOnlyBytesThisNodeWillLoad) {
+  TempDir dir;
+  struct statfs sf {};
+  ASSERT_EQ(::statfs(dir.path().c_str(), &sf), 0);
+  if (sf.f_type == TMPFS_MAGIC) GTEST_SKIP() << dir.path() << " is on tmpfs";
+  const size_t size = 1 << 20;
+  std::mt19937_64 rng(6);
+  for (const char* name : {"a.bin", "b.bin"}) {
+    test::write_file(dir.path() + "/" + name, test::random_bytes(rng, size));
+    int fd = ::open((dir.path() + "/" + name).c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::fsync(fd), 0);
+    ::close(fd);
+  }
+  auto d = test::scan(dir.path());
+  ASSERT_TRUE(d && d->reader);
+  ASSERT_EQ(d->manifest.file_count(), 2u);
+  auto b = test::make_buffer(2 * size, size, size);  // a.bin fits the budget, b.bin does not
+  ASSERT_TRUE(b);
+  ASSERT_EQ(b->cacheable_extents(), 1u);
+  Fetcher fetcher(*d->reader, StripeMap(2 * size, 1), 0);
+  fetcher.set_local(b.get());
+  std::vector<std::byte> out(size);
+  ASSERT_TRUE(fetcher.read(size, out).is_ok());  // b.bin
+  const size_t kept = cached_pages(d->path_of(1), size);
+  if (kept == 0) GTEST_SKIP() << "the file system of " << d->path_of(1) << " shows no page cache (mincore)";
+  ASSERT_TRUE(d->reader->read(0, out).is_ok());  // a.bin into the page cache
+  ASSERT_GT(cached_pages(d->path_of(0), size), 0u);
+  ASSERT_TRUE(fetcher.read(0, out).is_ok());     // the miss
+  EXPECT_EQ(std::memcmp(out.data(), d->bytes.data(), size), 0);
+  EXPECT_LT(cached_pages(d->path_of(0), size), kept / 4);
+  EXPECT_GT(cached_pages(d->path_of(1), size), kept / 2) << "beyond the budget: kept";
+}
+
 }  // namespace
 }  // namespace dlfs::cache
