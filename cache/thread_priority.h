@@ -5,10 +5,13 @@
 // effect). Used by loader threads while readers need the backend
 // (cache/load_yield.h).
 //
-// Only the calling thread changes. Both settings are allowed without
-// privileges (entering SCHED_IDLE and the idle I/O class, and returning to
-// the thread's previous policy and class); a refusal (a seccomp filter, a
-// kernel without the call) is logged once and the thread stays as it was.
+// Only the calling thread changes. Entering SCHED_IDLE needs no privilege,
+// but leaving it does (CAP_SYS_NICE, or an RLIMIT_NICE that allows the
+// thread's nice value): without that, the CPU part is skipped (a loader stuck
+// at SCHED_IDLE would crawl for good under any CPU load) and only the I/O
+// class changes, which needs no privilege either way. A refusal (a seccomp
+// filter, a kernel without the call) is logged once and the thread stays as
+// it was.
 #pragma once
 
 namespace dlfs::cache {
@@ -21,11 +24,14 @@ class ThreadPriority {
   // unchanged. Call from the thread that constructed this object.
   void set_background(bool background);
   bool background() const { return background_; }
+  // Whether background includes the CPU part (this thread may leave SCHED_IDLE).
+  bool cpu_yields() const { return cpu_yields_; }
 
  private:
   int policy_ = 0;      // SCHED_OTHER or SCHED_BATCH as found
   int ioprio_ = -1;     // as found by ioprio_get; -1 unknown (restore the default)
   bool background_ = false;
+  bool cpu_yields_ = false;
 };
 
 }  // namespace dlfs::cache
