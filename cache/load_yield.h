@@ -11,11 +11,13 @@
 //
 // Background priority alone could starve the load for good under readers
 // that keep the CPUs busy and keep missing (a CPU-bound training job in its
-// first epoch, then every epoch, since nothing gets loaded). So when no
-// extent of the load has settled for `starved_after`, one thread (the first
-// to look) loads its next extent at normal priority: the load never stalls
-// for longer than that, and at most one extent at a time takes that way past
-// the readers.
+// first epoch, then every epoch, since nothing gets loaded): SCHED_IDLE
+// threads still get a sliver of CPU, but only a sliver. So a thread that,
+// between two extents, finds that no extent of the load has settled for
+// `starved_after` loads its next one at normal priority (the first to look
+// wins; the others stay in the background): while readers miss, the load
+// gets at least about one extent per `starved_after` plus what the
+// background threads finish.
 //
 // Thread safety: ReaderMisses may be noted and read concurrently.
 #pragma once
