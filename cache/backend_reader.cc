@@ -100,7 +100,7 @@ Status BackendReader::check_pin(uint32_t file, const std::string& path, int fd) 
   return what.empty() ? Status::ok() : changed(file, path, what);
 }
 
-Status BackendReader::read_file(uint32_t file, uint64_t offset, std::span<std::byte> out) const {
+Status BackendReader::read_file(uint32_t file, uint64_t offset, std::span<std::byte> out, CacheUse use) const {
   if (out.empty()) return Status::ok();
   std::string path = manifest_.file_path(file);
   if (changed_.contains(file))  // known: no syscall, and never bytes of another version
@@ -121,13 +121,16 @@ Status BackendReader::read_file(uint32_t file, uint64_t offset, std::span<std::b
   // A rewrite while we read moved mtime (or size) before its bytes landed:
   // what we read is the pinned version only if the file still matches.
   DLFS_RETURN_IF_ERROR(check_pin(file, path, fd->get()));
+  // Advice only: a failure changes nothing about the bytes read.
+  if (use == CacheUse::drop)
+    (void)::posix_fadvise(fd->get(), static_cast<off_t>(offset), static_cast<off_t>(done), POSIX_FADV_DONTNEED);
   if (done < out.size())  // never hand out zero-filled bytes as data
     return Status(EIO, quoted(path) + " is shorter than when scanned (wanted " + std::to_string(out.size()) +
                            " bytes at offset " + std::to_string(offset) + ")");
   return Status::ok();
 }
 
-Status BackendReader::read(uint64_t data_offset, std::span<std::byte> out) const {
+Status BackendReader::read(uint64_t data_offset, std::span<std::byte> out, CacheUse use) const {
   const uint64_t total = manifest_.total_bytes();
   if (data_offset > total || out.size() > total - data_offset)
     return Status(EINVAL, "backend read of " + std::to_string(out.size()) + " bytes at byte-space offset " +
@@ -139,7 +142,7 @@ Status BackendReader::read(uint64_t data_offset, std::span<std::byte> out) const
     uint32_t f = manifest_.file_at(pos);  // never a zero-length file
     uint64_t in_file = pos - manifest_.file_data_offset(f);
     uint64_t n = std::min<uint64_t>(out.size() - done, manifest_.file_size(f) - in_file);
-    DLFS_RETURN_IF_ERROR(read_file(f, in_file, out.subspan(done, n)));
+    DLFS_RETURN_IF_ERROR(read_file(f, in_file, out.subspan(done, n), use));
     done += n;
   }
   return Status::ok();

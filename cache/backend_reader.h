@@ -30,6 +30,14 @@
 
 namespace dlfs::cache {
 
+// What a read leaves in the kernel's page cache. `drop`: the bytes read are
+// evicted from it afterwards (POSIX_FADV_DONTNEED on the file range, after
+// the pin check): for a loader that keeps them in its own memory, so the
+// node does not hold them twice and the pages are free for reuse at once.
+// Only clean pages that no one else has mapped are dropped; others' later
+// reads of those files go to the device again.
+enum class CacheUse { keep, drop };
+
 class BackendReader {
  public:
   // Opens the dataset root directory; error names the root.
@@ -40,10 +48,10 @@ class BackendReader {
                                                      unsigned max_requests = 0, std::string label = {});
 
   // Fills `out` with the bytes at [data_offset, data_offset + out.size()).
-  Status read(uint64_t data_offset, std::span<std::byte> out) const;
+  Status read(uint64_t data_offset, std::span<std::byte> out, CacheUse use = CacheUse::keep) const;
 
   // Reads part of one file (offset/length relative to the file).
-  Status read_file(uint32_t file, uint64_t offset, std::span<std::byte> out) const;
+  Status read_file(uint32_t file, uint64_t offset, std::span<std::byte> out, CacheUse use = CacheUse::keep) const;
 
   const provenance::Manifest& manifest() const { return manifest_; }
   const RequestGate& gate() const { return gate_; }

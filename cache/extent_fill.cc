@@ -13,9 +13,10 @@ constexpr unsigned kMaxFailureLines = 5;
 
 }  // namespace
 
-ExtentFill::ExtentFill(StorageBuffer& buffer, const BackendReader& backend, uint64_t read_size, std::string label)
+ExtentFill::ExtentFill(StorageBuffer& buffer, const BackendReader& backend, uint64_t read_size, std::string label,
+                       CacheUse backend_cache)
     : buffer_(buffer), backend_(backend), read_size_(std::max<uint64_t>(1, read_size)),
-      label_(label.empty() ? "dataset" : std::move(label)) {}
+      label_(label.empty() ? "dataset" : std::move(label)), backend_cache_(backend_cache) {}
 
 Status ExtentFill::load(uint64_t e) const {
   std::byte* dst = buffer_.extent_data(e);
@@ -23,7 +24,7 @@ Status ExtentFill::load(uint64_t e) const {
   const uint64_t len = buffer_.extent_length(e);
   for (uint64_t off = 0; off < len;) {
     const uint64_t n = std::min(read_size_, len - off);
-    Status s = backend_.read(base + off, std::span<std::byte>(dst + off, n));
+    Status s = backend_.read(base + off, std::span<std::byte>(dst + off, n), backend_cache_);
     if (!s) {
       buffer_.mark_failed(e);
       report_failure(e, s);

@@ -23,7 +23,8 @@ namespace dlfs::cache {
 
 class ExtentFill {
  public:
-  ExtentFill(StorageBuffer& buffer, const BackendReader& backend, uint64_t read_size, std::string label);
+  ExtentFill(StorageBuffer& buffer, const BackendReader& backend, uint64_t read_size, std::string label,
+             CacheUse backend_cache = CacheUse::keep);
 
   // Fills extent e, which the caller claimed (try_mark_loading returned
   // true), and settles it: resident, or failed with the error returned.
@@ -41,6 +42,7 @@ class ExtentFill {
   const BackendReader& backend_;
   const uint64_t read_size_;
   const std::string label_;
+  const CacheUse backend_cache_;
   mutable std::atomic<unsigned> failure_lines_{0};
 };
 

@@ -15,6 +15,15 @@ bool Fetcher::read_local(uint64_t offset, std::span<std::byte> dst) const {
   return true;
 }
 
+CacheUse Fetcher::backend_cache_use(uint64_t offset) const {
+  // Bytes of this node's stripe that fit its memory: the loader brings them
+  // into the buffer (or has; then this read is the rare failed extent), so a
+  // copy in the page cache as well would only take fresh memory, which on
+  // some VMs is what reads while loading wait for (docs/benchmarks.md).
+  if (local_ == nullptr || offset < local_->range_begin() || offset >= local_->range_end()) return CacheUse::keep;
+  return local_->extent_of(offset) < local_->cacheable_extents() ? CacheUse::drop : CacheUse::keep;
+}
+
 Status Fetcher::read(uint64_t offset, std::span<std::byte> dst) const {
   RemoteFetch* remote = remote_.load(std::memory_order_acquire);
   uint64_t pos = offset;
@@ -36,7 +45,7 @@ Status Fetcher::read(uint64_t offset, std::span<std::byte> dst) const {
       }
     }
     if (!got) {
-      DLFS_RETURN_IF_ERROR(backend_.read(pos, part));
+      DLFS_RETURN_IF_ERROR(backend_.read(pos, part, owner == self_ ? backend_cache_use(pos) : CacheUse::keep));
       counters_.backend_bytes.fetch_add(n, std::memory_order_relaxed);
       counters_.backend_reads.fetch_add(1, std::memory_order_relaxed);
     }

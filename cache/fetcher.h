@@ -4,7 +4,11 @@
 // owned by another node is read from that node's memory with a one-sided get
 // when the cluster says it can (peer up, extents resident); otherwise, and on
 // any failure or timeout of the get, from the backend. Either way the bytes
-// are the same: a peer's fault costs speed, never correctness.
+// are the same: a peer's fault costs speed, never correctness. A backend
+// read of this node's own bytes that fit its memory (a miss while loading)
+// leaves no copy in the page cache (CacheUse::drop): the loader holds them
+// soon, and fresh page-cache memory is what reads while loading wait for on
+// a VM that hands free memory back to its host.
 //
 // Thread safety: read() may be called from any thread; set_remote() is called
 // once, before reads start, or with a remote that outlives the Fetcher.
@@ -82,6 +86,8 @@ class Fetcher {
 
  private:
   bool read_local(uint64_t offset, std::span<std::byte> dst) const;
+  // How a backend read of this node's bytes at `offset` treats the page cache.
+  CacheUse backend_cache_use(uint64_t offset) const;
   const BackendReader& backend_;
   const StripeMap stripes_;
   const uint32_t self_;

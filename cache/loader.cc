@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "cache/thread_priority.h"
 #include "common/units.h"
 
 namespace dlfs::cache {
@@ -32,7 +33,8 @@ Loader::Loader(StorageBuffer& buffer, const BackendReader& backend, LoaderOption
   options_.threads = std::max(1u, options_.threads);
   options_.read_size = std::max<uint64_t>(1, options_.read_size);
   if (options_.label.empty()) options_.label = "dataset";
-  fill_ = std::make_shared<const ExtentFill>(buffer_, backend, options_.read_size, options_.label);
+  fill_ = std::make_shared<const ExtentFill>(buffer_, backend, options_.read_size, options_.label,
+                                             options_.backend_cache);
 }
 
 Loader::~Loader() { stop(); }
@@ -40,6 +42,7 @@ Loader::~Loader() { stop(); }
 void Loader::start() {
   if (started_.load(std::memory_order_relaxed)) return;
   start_time_ = std::chrono::steady_clock::now();
+  progress_ns_.store(ReaderMisses::now_ns());  // the floor counts from the start
   const uint64_t total = buffer_.cacheable_extents();
   const unsigned n = static_cast<unsigned>(std::min<uint64_t>(options_.threads, total));
   running_.store(n);
@@ -77,6 +80,7 @@ LoadProgress Loader::progress() const {
   p.extents_total = buffer_.cacheable_extents();
   // The buffer's counts: extents loaded by readers (or an earlier loader) count too.
   p.extents_failed = buffer_.failed_extents();
+  p.extents_background = background_extents_.load(std::memory_order_relaxed);
   p.extents_loaded = buffer_.resident_extents();
   p.bytes_loaded = buffer_.resident_bytes();
   p.done = buffer_.settled_extents() >= p.extents_total;
@@ -98,15 +102,21 @@ LoadProgress Loader::progress() const {
 void Loader::run_worker() {
   pthread_setname_np(pthread_self(), "dlfs-load");
   const uint64_t total = buffer_.cacheable_extents();
+  ThreadPriority priority;
   // Extents are handed out in byte-space order, so the backend sees nearly
   // sequential reads even with several threads.
   while (!stop_.load(std::memory_order_relaxed)) {
+    priority.set_background(options_.yield.background(buffer_.reader_misses(), ReaderMisses::now_ns(), progress_ns_));
     uint64_t e = next_extent_.fetch_add(1, std::memory_order_relaxed);
     if (e >= total) break;
     // Claimed already (by a reader, or loaded before this loader ran): the
     // buffer counts it when it settles.
-    fill_->claim_and_load(e);
+    if (fill_->claim_and_load(e)) {
+      progress_ns_.store(ReaderMisses::now_ns(), std::memory_order_relaxed);
+      if (priority.background()) background_extents_.fetch_add(1, std::memory_order_relaxed);
+    }
   }
+  priority.set_background(false);
   // Then wait for the extents readers claimed, so that wait() and the final
   // line mean "every extent settled" (or stopped).
   while (!stop_.load(std::memory_order_relaxed) && !buffer_.wait_all_settled(kSettlePoll)) {
@@ -140,8 +150,9 @@ void Loader::log_final() {
   LoadProgress p = progress();
   if (p.done) {
     auto level = p.extents_failed ? spdlog::level::warn : spdlog::level::info;
-    spdlog::log(level, "[{}] load done: {} in {} ({}), {} failed extents", options_.label, format_size(p.bytes_loaded),
-                format_seconds(p.elapsed_s), format_rate(p.rate_bps), p.extents_failed);
+    spdlog::log(level, "[{}] load done: {} in {} ({}), {} failed extents, {} loaded yielding to readers",
+                options_.label, format_size(p.bytes_loaded), format_seconds(p.elapsed_s), format_rate(p.rate_bps),
+                p.extents_failed, p.extents_background);
   } else {
     spdlog::info("[{}] load stopped: {} of {} in {} ({}), {} failed extents", options_.label,
                  format_size(p.bytes_loaded), format_size(p.bytes_total), format_seconds(p.elapsed_s),

@@ -9,6 +9,11 @@
 // by the reader the same way (the Loader hands its ExtentFill to the buffer
 // while it runs); a thread that finds an extent already claimed skips it.
 //
+// Readers first: while readers miss (read the backend for bytes not resident
+// yet), each loader thread loads its next extent at background CPU and I/O
+// priority, with a floor so the load never stops (cache/load_yield.h). The
+// loader's backend reads leave no copy in the page cache (CacheUse::drop).
+//
 // Progress counts what the buffer holds (resident and failed extents, whoever
 // loaded them): the load is done when every cacheable extent is settled, and
 // loader threads that walked every extent wait for the ones readers are still
@@ -43,6 +48,10 @@ struct LoaderOptions {
   // made reads during the load slower (docs/benchmarks.md, "Reads while
   // loading"), since every miss then waits for a whole extent.
   bool readers_load = false;
+  // Loader threads yield to readers that miss (background priority).
+  LoadYieldPolicy yield;
+  // The backend's page cache drops what the loader read (the buffer holds it).
+  CacheUse backend_cache = CacheUse::drop;
 };
 
 struct LoadProgress {
@@ -51,6 +60,7 @@ struct LoadProgress {
   uint64_t extents_total = 0;
   uint64_t extents_loaded = 0;
   uint64_t extents_failed = 0;
+  uint64_t extents_background = 0;  // loaded by this loader at background priority (readers missed)
   double elapsed_s = 0;
   double rate_bps = 0;          // bytes_loaded / elapsed
   double eta_s = 0;             // remaining / rate; 0 when done
@@ -80,6 +90,8 @@ class Loader {
   std::thread monitor_;
   std::atomic<uint64_t> next_extent_{0};
   std::atomic<unsigned> running_{0};
+  std::atomic<uint64_t> background_extents_{0};
+  std::atomic<int64_t> progress_ns_{0};  // when an extent last settled (or the floor was granted)
   std::atomic<bool> stop_{false};
   std::atomic<bool> started_{false};
   std::chrono::steady_clock::time_point start_time_{};  // written before started_ (release)

@@ -22,6 +22,15 @@ uint64_t next_boundary(const StorageBuffer& b, uint64_t pos) {
 
 void count(std::atomic<uint64_t>& c, uint64_t n) { c.fetch_add(n, std::memory_order_relaxed); }
 
+// A read from `pos` on goes to a peer or the backend. If pos is a byte this
+// node's buffer holds once loaded, note the miss: a running loader yields to
+// readers that miss (cache/load_yield.h). Other nodes' bytes and bytes over
+// the budget are never loaded here, so they do not count.
+void note_if_local_miss(const StorageBuffer& b, uint64_t pos) {
+  if (pos >= b.range_begin() && pos < b.range_end() && b.extent_of(pos) < b.cacheable_extents())
+    b.reader_misses().note();
+}
+
 }  // namespace
 
 Status SampleReader::read_bytes(uint64_t offset, uint64_t length, Gather& out, ReadCounters& c) const {
@@ -44,6 +53,7 @@ Status SampleReader::read_bytes(uint64_t offset, uint64_t length, Gather& out, R
       out.add_ref(mem, n);
       count(c.memory_bytes, n);
     } else {
+      note_if_local_miss(buffer_, pos);
       DLFS_RETURN_IF_ERROR(fetcher_.read(pos, std::span<std::byte>(out.alloc(n), n)));
       count(c.fetched_reads, 1);
       count(c.fetched_bytes, n);
@@ -158,6 +168,7 @@ Status SampleReader::gather_piece(uint64_t s, uint64_t from, uint64_t n, const S
       return Status::ok();
     }
   }
+  note_if_local_miss(buffer_, begin);
   count(c.fetched_reads, 1);
   count(c.fetched_bytes, n);
   return fetcher_.read(begin, std::span<std::byte>(dst, n));  // a peer's memory or the backend

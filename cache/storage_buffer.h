@@ -15,7 +15,8 @@
 // thread walking the extents in order, or, while a Loader runs (it hands the
 // buffer its ExtentFill), a reader that needs the extent's bytes. Whoever
 // claims it settles it (mark_resident or mark_failed); others may wait for
-// that (wait_settled) with a timeout.
+// that (wait_settled) with a timeout. Readers that read the backend for an
+// extent not resident yet note it (reader_misses), so the loader can yield.
 //
 // Thread safety: every method may be called concurrently; the claim decides
 // who writes an extent's memory.
@@ -30,6 +31,7 @@
 #include <mutex>
 #include <span>
 
+#include "cache/load_yield.h"
 #include "common/status.h"
 
 namespace dlfs::cache {
@@ -113,6 +115,11 @@ class StorageBuffer {
     fill_on_read_.store(std::move(fill));
     has_fill_.store(set, std::memory_order_release);
   }
+  // Readers note here when they read the backend for bytes this buffer will
+  // hold (not resident yet); a running Loader yields to them
+  // (cache/load_yield.h). Mutable: readers hold the buffer const.
+  ReaderMisses& reader_misses() const { return misses_; }
+
   std::shared_ptr<const ExtentFill> fill_on_read() const {
     // The flag first: most reads happen with no fill set (no load, or one
     // without readers_load), and the shared pointer's load takes a lock.
@@ -136,6 +143,7 @@ class StorageBuffer {
   std::atomic<uint64_t> settled_{0};
   std::atomic<std::shared_ptr<const ExtentFill>> fill_on_read_;
   std::atomic<bool> has_fill_{false};
+  mutable ReaderMisses misses_;
   // Wakes wait_settled()/wait_all_settled() when an extent settles (once per
   // extent: a lock per 8 MiB loaded).
   mutable std::mutex settle_mu_;

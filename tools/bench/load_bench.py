@@ -172,6 +172,17 @@ def load_watch(mnt, t0, stop):
     return got, th
 
 
+def load_done_line(log_path):
+    """The daemon's own "load done" line (rate, failed extents, and how many
+    extents it loaded yielding to readers that missed), or None."""
+    try:
+        with open(log_path, errors="replace") as f:
+            lines = [ln for ln in f if "load done:" in ln]
+    except OSError:
+        return None
+    return lines[-1].split("load done:", 1)[1].strip() if lines else None
+
+
 def one_build(a, daemons, label, dlfsd, env, data, names, filler, perf_dir, rep):
     """Phases b, c, d with one daemon build; returns {phase: (GB/s, cpu s)} and the loading timeline."""
     w = a.workdir
@@ -206,6 +217,9 @@ def one_build(a, daemons, label, dlfsd, env, data, names, filler, perf_dir, rep)
     log(f"{label} rep {rep} loading: {out['loading'][0]:.2f} GB/s over {secs:.1f}s, daemon cpu "
         f"{out['loading'][1]:.2f}s; {done_text}")
     log(f"{label} rep {rep} loading timeline (GB/s per second): {line}")
+    daemon_line = load_done_line(os.path.join(w, f"dlfsd-load-{label}.log"))
+    if daemon_line:
+        log(f"{label} rep {rep} daemon: {daemon_line}")
 
     for phase in () if a.loading_only else ("resident", "pressure"):
         drop_caches()
