@@ -49,7 +49,7 @@ struct LoaderOptions {
   // loading"), since every miss then waits for a whole extent.
   bool readers_load = false;
   // Loader threads yield to readers that miss (background priority).
-  LoadYieldPolicy yield;
+  LoadYieldPolicy yield{};
   // The backend's page cache drops what the loader read (the buffer holds it).
   CacheUse backend_cache = CacheUse::drop;
 };
