@@ -11,9 +11,12 @@
 //    after drop_caches, a lookup or stat is one GETATTR compound (PUTROOTFH, LOOKUP
 //    per path component, GETATTR) to the server, as an NFS LOOKUP/GETATTR is;
 //  - close-to-open: every open() is a real NFSv4 OPEN (nfs_open) followed by a
-//    GETATTR of the opened file (nfs_fstat64), every last close a CLOSE
+//    GETATTR of the opened file (nfs_fstat64), the last close of it a CLOSE
 //    (nfs_close). The kernel's client sends OPEN and GETATTR in one compound:
-//    here they may be two round trips (libnfs's API offers no OPEN returning attributes);
+//    here they are two round trips (libnfs's API offers no OPEN returning
+//    attributes). An open of a file still open on the same connection (FUSE's
+//    release comes late) shares its open state and revalidates it with a GETATTR,
+//    as the kernel's client shares one open state per owner and file (op_open);
 //  - page cache: kept across opens while the file's mtime and size, as the GETATTR
 //    at open returned them, are those seen at its previous open (FUSE keep_cache),
 //    dropped otherwise: NFS's close-to-open revalidation;
@@ -68,10 +71,17 @@ struct Options {
 Options g_opt;
 
 // One libnfs context with its mount of the export; used by one thread at a time.
+// One NFSv4.0 client with one open-owner: a file it has open is opened once,
+// shared by every open file handle on it (`open`, by path, with a count).
 struct Connection {
+  struct Shared {
+    nfsfh* fh;
+    unsigned refs;
+  };
   std::mutex m;
   nfs_context* nfs = nullptr;
   uint64_t readmax = 0;
+  std::unordered_map<std::string, Shared> open;
   ~Connection() {
     if (nfs) nfs_destroy_context(nfs);
   }
@@ -165,6 +175,7 @@ Connection* my_connection() {
 // An open file: the connection it was opened on owns its NFSv4 open state.
 struct OpenFile {
   Connection* conn;
+  std::string path;
   nfsfh* fh;
 };
 OpenFile* open_file(fuse_file_info* fi) { return reinterpret_cast<OpenFile*>(fi->fh); }
@@ -231,6 +242,14 @@ int op_readdir(const char* path, void* buf, fuse_fill_dir_t fill, off_t, fuse_fi
   return 0;
 }
 
+// A second OPEN of a file its open-owner has open already would make the server
+// merge the two into one open state (a new stateid seqid), and libnfs 4.0 would
+// then CLOSE with a stale stateid and lose its seqid (NFS4ERR_OLD_STATEID, then
+// NFS4ERR_BAD_SEQID on every request). FUSE's RELEASE is asynchronous, so a file
+// closed and opened again soon is such a case. Like the kernel's client, which
+// keeps one open state per owner and file, the open state is shared: an open of
+// a file open on this connection revalidates it with a GETATTR (still one round
+// trip per open, close-to-open) and the last release CLOSEs it.
 int op_open(const char* path, fuse_file_info* fi) {
   if ((fi->flags & O_ACCMODE) != O_RDONLY) return -EROFS;
   Connection* c = my_connection();
@@ -239,16 +258,27 @@ int op_open(const char* path, fuse_file_info* fi) {
   nfs_stat_64 n{};
   {
     std::lock_guard lk(c->m);
-    int rc = nfs_open(c->nfs, path, O_RDONLY, &fh);
-    if (rc < 0) {
-      if (rc != -ENOENT) report("OPEN", path, c->nfs, rc);
-      return rc;
-    }
-    rc = nfs_fstat64(c->nfs, fh, &n);
-    if (rc < 0) {
-      report("GETATTR after OPEN", path, c->nfs, rc);
-      nfs_close(c->nfs, fh);
-      return rc;
+    if (auto it = c->open.find(path); it != c->open.end()) {
+      int rc = nfs_fstat64(c->nfs, it->second.fh, &n);
+      if (rc < 0) {
+        report("GETATTR at open", path, c->nfs, rc);
+        return rc;
+      }
+      fh = it->second.fh;
+      ++it->second.refs;
+    } else {
+      int rc = nfs_open(c->nfs, path, O_RDONLY, &fh);
+      if (rc < 0) {
+        if (rc != -ENOENT) report("OPEN", path, c->nfs, rc);
+        return rc;
+      }
+      rc = nfs_fstat64(c->nfs, fh, &n);
+      if (rc < 0) {
+        report("GETATTR after OPEN", path, c->nfs, rc);
+        nfs_close(c->nfs, fh);
+        return rc;
+      }
+      c->open.emplace(path, Connection::Shared{fh, 1});
     }
   }
   Version now{n.nfs_mtime * 1000000000ull + n.nfs_mtime_nsec, n.nfs_size};
@@ -258,7 +288,7 @@ int op_open(const char* path, fuse_file_info* fi) {
     fi->keep_cache = !fresh && it->second == now;  // unchanged since the last open: keep its pages
     it->second = now;
   }
-  fi->fh = reinterpret_cast<uint64_t>(new OpenFile{c, fh});
+  fi->fh = reinterpret_cast<uint64_t>(new OpenFile{c, path, fh});
   return 0;
 }
 
@@ -279,12 +309,17 @@ int op_read(const char* path, char* buf, size_t size, off_t off, fuse_file_info*
   return static_cast<int>(got);
 }
 
-int op_release(const char* path, fuse_file_info* fi) {
+int op_release(const char*, fuse_file_info* fi) {
   OpenFile* f = open_file(fi);
   {
-    std::lock_guard lk(f->conn->m);
-    int rc = nfs_close(f->conn->nfs, f->fh);
-    if (rc < 0) report("CLOSE", path, f->conn->nfs, rc);
+    Connection* c = f->conn;
+    std::lock_guard lk(c->m);
+    auto it = c->open.find(f->path);
+    if (it != c->open.end() && --it->second.refs == 0) {
+      int rc = nfs_close(c->nfs, f->fh);
+      if (rc < 0) report("CLOSE", f->path, c->nfs, rc);
+      c->open.erase(it);
+    }
   }
   delete f;
   return 0;
