@@ -121,7 +121,8 @@ std::unique_ptr<Connection> connect(std::string* err) {
   int rc = nfs_mount(c->nfs, url->server, url->path);
   if (rc != 0) {
     *err = std::string("mount of server ") + url->server + " export " + url->path + " failed: " +
-           nfs_get_error(c->nfs);
+           nfs_get_error(c->nfs) + " (" + std::strerror(-rc) + "; is an NFSv4 server serving that export on " +
+           "the URL's nfsport?)";
     nfs_destroy_url(url);
     return nullptr;
   }
