@@ -77,6 +77,13 @@ files=$(find "$mnt" -type f | wc -l)
 [ "$files" -eq "$(find "$src" -type f | wc -l)" ] || fail "$files files in the mount"
 [ "$(stat -c %s "$mnt/a/b/f10.bin")" -eq $((3 << 20)) ] || fail "size of a 3 MiB file: $(stat -c %s "$mnt/a/b/f10.bin")"
 [ ! -e "$mnt/no-such-file" ] || fail "a missing name exists"
+# Inode numbers are the server's (the source's), also after the kernel forgot the
+# names: dlfsd takes a file whose st_ino changed for a replaced one.
+ino=$(stat -c %i "$src/a/b/f3.bin")
+[ "$(stat -c %i "$mnt/a/b/f3.bin")" = "$ino" ] || fail "st_ino $(stat -c %i "$mnt/a/b/f3.bin"), source's $ino"
+sync
+echo 3 >/proc/sys/vm/drop_caches
+[ "$(stat -c %i "$mnt/a/b/f3.bin")" = "$ino" ] || fail "st_ino changed after drop_caches"
 log "$files files read, same bytes"
 # The same few files opened and closed over and over by several threads: an open
 # arrives while FUSE's release of the previous one is still pending, which broke
@@ -147,6 +154,11 @@ if bad:
     sys.exit("pipeline JSON, nfs rows:\n  " + "\n  ".join(bad))
 print("pipeline JSON: every nfs row present and positive")
 EOF
+# dlfsd over the nfs mount loaded everything (a file whose identity changed between
+# scan and load would be logged and left to the backend).
+grep -h -E "changed since the scan|[1-9][0-9]* failed extents" "$WORK"/bench/dlfsd-nfs-*.log &&
+  fail "dlfsd over the nfs mount saw backend files change"
+ls "$WORK"/bench/dlfsd-nfs-*.log >/dev/null || fail "no dlfsd log of the nfs rows"
 grep -qE " $WORK/bench/" /proc/mounts && fail "the benchmark left a mount: $(grep " $WORK/bench/" /proc/mounts)"
 procs=$(pgrep -a -f "$WORK/" || true)
 [ -z "$procs" ] || fail "the benchmark left processes running: $procs"

@@ -237,6 +237,9 @@ int op_readdir(const char* path, void* buf, fuse_fill_dir_t fill, off_t, fuse_fi
   while (nfsdirent* e = nfs_readdir(c->nfs, dir)) {
     struct stat st {};
     st.st_mode = e->mode & S_IFMT;  // the type only: attributes come from GETATTR at lookup
+    // libnfs's NFSv4 READDIR leaves the fileid 0, which readdir(3) would skip:
+    // "unknown" (libfuse's FUSE_UNKNOWN_INO) instead; stat gives the real one.
+    st.st_ino = e->inode ? e->inode : 0xffffffffu;
     if (fill(buf, e->name, &st, 0, static_cast<fuse_fill_dir_flags>(0)) != 0) break;
   }
   nfs_closedir(c->nfs, dir);
@@ -335,7 +338,9 @@ void* op_init(fuse_conn_info* conn, fuse_config* cfg) {
   cfg->attr_timeout = g_opt.attr_timeout;
   cfg->entry_timeout = g_opt.entry_timeout;
   cfg->negative_timeout = 0;
-  cfg->use_ino = 0;  // libnfs's NFSv4 READDIR gives no fileids: libfuse numbers inodes itself
+  // st_ino is the server's fileid, stable across forgets and drop_caches, as on
+  // NFS (libfuse's own node ids are not: dlfsd would take a file for replaced).
+  cfg->use_ino = 1;
   cfg->kernel_cache = 0;  // keep_cache is decided per open (op_open)
   cfg->auto_cache = 0;
   return nullptr;
