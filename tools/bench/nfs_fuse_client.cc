@@ -8,8 +8,8 @@
 //  - attributes: cached by the kernel's FUSE layer for --attr-timeout s (3, the NFS
 //    client's acregmin), names for --entry-timeout s (30, acdirmin: NFS revalidates
 //    a name with its directory's attributes), no negative caching; after expiry, or
-//    after drop_caches, a lookup or stat is one GETATTR compound (PUTROOTFH, LOOKUP
-//    per path component, GETATTR) to the server, as an NFS LOOKUP/GETATTR is;
+//    after drop_caches, a lookup or stat goes to the server (nfs_stat64: the path
+//    resolved and its attributes fetched there), as an NFS LOOKUP/GETATTR does;
 //  - close-to-open: every open() is a real NFSv4 OPEN (nfs_open) followed by a
 //    GETATTR of the opened file (nfs_fstat64), the last close of it a CLOSE
 //    (nfs_close). The kernel's client sends OPEN and GETATTR in one compound:
@@ -22,10 +22,12 @@
 //    dropped otherwise: NFS's close-to-open revalidation;
 //  - reads: straight to nfs_pread (READ), up to the server's negotiated read size
 //    per RPC; FUSE requests up to 1 MiB (max_read, NFS's rsize), kernel read-ahead
-//    128 KiB (the Linux NFS client's default read_ahead_kb since 5.18);
+//    128 KiB (what recent Linux NFS clients default read_ahead_kb to);
 //  - directories: READDIR through nfs_opendir, names and types only: the kernel
 //    then looks each name up, one GETATTR each, like NFS without READDIRPLUS's
-//    attribute priming. libnfs's own directory and page caches are turned off.
+//    attribute priming. libnfs's own directory and page caches are turned off;
+//  - inode numbers: the server's fileids (stable across the kernel's forgets, as
+//    on NFS; dlfsd checks a backend file's st_ino between scan and load).
 // What it does not model: the FUSE hop (every request crosses to this process and
 // back, which the in-kernel client does not), the kernel client's nconnect and
 // its parallel RPC slots (here one TCP connection per FUSE worker thread, one RPC
