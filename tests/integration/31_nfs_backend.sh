@@ -113,6 +113,17 @@ if errors:
 print("1200 opens of 3 files by 4 threads: same bytes")
 EOF2
 
+# Idle for longer than the server's NFSv4 lease (ganesha: 60 s): libnfs sends no
+# RENEW, so the client's state expires and the next OPEN fails with
+# NFS4ERR_EXPIRED; the client must recover (a new connection) and serve it.
+if [ "$mode" = ganesha ]; then
+  sleep 90
+  cmp -s "$src/a/b/f2.bin" "$mnt/a/b/f2.bin" ||
+    fail "a file opened after 90 s idle (past the NFSv4 lease) is not served: $(cat "$TMPDIR"/dlfs-ganesha-*/client.log)"
+  grep -h "retrying on a new connection" "$TMPDIR"/dlfs-ganesha-*/client.log || log "(the lease had not expired)"
+  log "served after 90 s idle"
+fi
+
 # Read-only.
 err=$( (echo x >"$mnt/f1.bin") 2>&1) && fail "a write through the mount succeeded"
 case "$err" in *"Read-only file system"*) ;; *) fail "write refused with '$err', want EROFS" ;; esac

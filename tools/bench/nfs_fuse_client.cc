@@ -31,7 +31,9 @@
 // What it does not model: the FUSE hop (every request crosses to this process and
 // back, which the in-kernel client does not), the kernel client's nconnect and
 // its parallel RPC slots (here one TCP connection per FUSE worker thread, one RPC
-// in flight on each), NFSv4.1 sessions (libnfs 4.0 speaks NFSv4.0) and delegations.
+// in flight on each), NFSv4.1 sessions (libnfs 4.0 speaks NFSv4.0) and delegations,
+// and lease renewal: libnfs 4.0 sends no RENEW, so a connection idle for longer than
+// the server's lease loses its state and is replaced at its next OPEN (reopen_elsewhere).
 //
 // libnfs contexts are not thread-safe: each FUSE worker thread takes its own
 // connection (context + mount) at its first request and returns it to a pool when
@@ -84,6 +86,7 @@ struct Connection {
   nfs_context* nfs = nullptr;
   uint64_t readmax = 0;
   std::unordered_map<std::string, Shared> open;
+  bool retired = false;  // its NFSv4 state is lost: serves its open files' reads and releases only
   ~Connection() {
     if (nfs) nfs_destroy_context(nfs);
   }
@@ -140,7 +143,7 @@ std::vector<std::unique_ptr<Connection>> g_all;
 
 void give_back(Connection* c) {
   std::lock_guard lk(g_pool_m);
-  g_idle.push_back(c);
+  if (!c->retired) g_idle.push_back(c);
 }
 
 // The calling thread's connection: taken from the pool or made at its first
@@ -153,9 +156,10 @@ struct ThreadConnection {
 };
 thread_local ThreadConnection t_conn;
 
-Connection* my_connection() {
+// fresh: a new connection, not one from the pool (whose state may have expired too).
+Connection* my_connection(bool fresh = false) {
   if (t_conn.c) return t_conn.c;
-  {
+  if (!fresh) {
     std::lock_guard lk(g_pool_m);
     if (!g_idle.empty()) {
       t_conn.c = g_idle.back();
@@ -248,6 +252,29 @@ int op_readdir(const char* path, void* buf, fuse_fill_dir_t fill, off_t, fuse_fi
   return 0;
 }
 
+// Errors of the file itself (no such name, no permission, ...): the connection is fine.
+bool is_file_error(int rc) {
+  return rc == -ENOENT || rc == -EACCES || rc == -EPERM || rc == -EISDIR || rc == -ENOTDIR || rc == -ENAMETOOLONG;
+}
+
+// An OPEN failed for another reason, usually lost NFSv4.0 state: libnfs 4.0 does
+// not RENEW its lease, so a connection idle for longer than the server's lease
+// (ganesha: 60 s) finds its client id expired (NFS4ERR_EXPIRED, then BAD_SEQID).
+// The connection is retired (its open files stay on it) and the open is retried
+// once on a fresh connection, a new NFSv4 client, as the kernel's client recovers
+// its state after a lease expiry.
+int reopen_elsewhere(Connection* c, std::lock_guard<std::mutex>& /*held*/, const char* path, int rc) {
+  if (c->retired || t_conn.c != c) {
+    report("OPEN", path, c->nfs, rc);
+    return rc;
+  }
+  std::fprintf(stderr, "dlfs-bench-nfsmount: %s: OPEN %s failed (%s): retrying on a new connection\n",
+               g_opt.url.c_str(), path, nfs_get_error(c->nfs));
+  c->retired = true;
+  t_conn.c = nullptr;  // the next my_connection() takes another one
+  return -EAGAIN;      // op_open retries (outside this connection's lock)
+}
+
 // A second OPEN of a file its open-owner has open already would make the server
 // merge the two into one open state (a new stateid seqid), and libnfs 4.0 would
 // then CLOSE with a stale stateid and lose its seqid (NFS4ERR_OLD_STATEID, then
@@ -256,9 +283,9 @@ int op_readdir(const char* path, void* buf, fuse_fill_dir_t fill, off_t, fuse_fi
 // keeps one open state per owner and file, the open state is shared: an open of
 // a file open on this connection revalidates it with a GETATTR (still one round
 // trip per open, close-to-open) and the last release CLOSEs it.
-int op_open(const char* path, fuse_file_info* fi) {
+int open_once(const char* path, fuse_file_info* fi, bool fresh) {
   if ((fi->flags & O_ACCMODE) != O_RDONLY) return -EROFS;
-  Connection* c = my_connection();
+  Connection* c = my_connection(fresh);
   if (!c) return -EIO;
   nfsfh* fh = nullptr;
   nfs_stat_64 n{};
@@ -274,10 +301,8 @@ int op_open(const char* path, fuse_file_info* fi) {
       ++it->second.refs;
     } else {
       int rc = nfs_open(c->nfs, path, O_RDONLY, &fh);
-      if (rc < 0) {
-        if (rc != -ENOENT) report("OPEN", path, c->nfs, rc);
-        return rc;
-      }
+      if (rc < 0 && !is_file_error(rc)) return reopen_elsewhere(c, lk, path, rc);
+      if (rc < 0) return rc;
       rc = nfs_fstat64(c->nfs, fh, &n);
       if (rc < 0) {
         report("GETATTR after OPEN", path, c->nfs, rc);
@@ -296,6 +321,12 @@ int op_open(const char* path, fuse_file_info* fi) {
   }
   fi->fh = reinterpret_cast<uint64_t>(new OpenFile{c, path, fh});
   return 0;
+}
+
+int op_open(const char* path, fuse_file_info* fi) {
+  int rc = open_once(path, fi, false);
+  if (rc == -EAGAIN) rc = open_once(path, fi, true);  // once, on a new connection (reopen_elsewhere)
+  return rc == -EAGAIN ? -EIO : rc;
 }
 
 int op_read(const char* path, char* buf, size_t size, off_t off, fuse_file_info* fi) {
