@@ -315,8 +315,8 @@ int open_once(const char* path, fuse_file_info* fi, bool fresh) {
   Version now{n.nfs_mtime * 1000000000ull + n.nfs_mtime_nsec, n.nfs_size};
   {
     std::lock_guard lk(g_versions_m);
-    auto [it, fresh] = g_versions.try_emplace(path, now);
-    fi->keep_cache = !fresh && it->second == now;  // unchanged since the last open: keep its pages
+    auto [it, first_open] = g_versions.try_emplace(path, now);
+    fi->keep_cache = !first_open && it->second == now;  // unchanged since the last open: keep its pages
     it->second = now;
   }
   fi->fh = reinterpret_cast<uint64_t>(new OpenFile{c, path, fh});

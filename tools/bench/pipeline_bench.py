@@ -105,7 +105,7 @@ ON_DLFS = ("raw", "raw-rf", "views", "bin")
 SHARED = ("nfs", "sshfs")  # network filesystems over loopback, set up by this script
 BACKENDS = ("local",) + SHARED
 # Issue 15's targets: (variant, backend or None for any, against, size key, epoch or None for both) -> minimum.
-# The issue's NFS targets apply to every shared backend (sshfs stands in for NFS where the kernel has none).
+# The issue's NFS targets apply to every shared backend (NFS, and sshfs as another network filesystem).
 TARGETS = [
     ("raw", "local", "local_files", None, 1, 0.8),
     ("raw", "local", "local_files", None, 2, 1.0),
