@@ -25,9 +25,12 @@ packages=(
   # benchmarks; python3-matplotlib draws their PNG figures (tools/bench/plots.py)
   fio python3-matplotlib
   # the sshfs backend of tools/bench/pipeline_bench.py (tools/bench/sshfs_backend.py starts its own sshd).
-  # The NFS backend's packages are not listed: this project's kernels have no nfsd nor NFS client;
-  # `tools/bench/nfs_backend.py check` names them where a kernel can run it.
   sshfs openssh-server
+  # its NFS backend where the kernel has no nfsd nor NFS client (nfs_backend.py's ganesha mode): a
+  # user-space NFS server, and libnfs for the FUSE client tools/bench/dlfs-bench-nfsmount. The kernel
+  # mode's nfs-kernel-server and nfs-common are not listed: this project's kernels cannot use them;
+  # `tools/bench/nfs_backend.py check` names them where a kernel can.
+  nfs-ganesha nfs-ganesha-vfs libnfs-dev
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -9,8 +9,9 @@
 #   sshfs  local,sshfs: a private sshd and an sshfs mount (tools/bench/sshfs_backend.py);
 #          runs wherever FUSE does, so it fails, not skips, when sshfs_backend.py check
 #          says no (tools/install-deps.sh installs sshfs and openssh-server);
-#   nfs    local,nfs: skips (77) with the reason where the kernel has no NFS server
-#          and client (tools/bench/nfs_backend.py check), as on this project's machines.
+#   nfs    local,nfs: skips (77) with the reason where tools/bench/nfs_backend.py check
+#          says no (neither a kernel with nfsd and an NFS client nor nfs-ganesha and the
+#          built dlfs-bench-nfsmount); 32_nfs_backend tests that backend itself.
 source "$(dirname "$0")/lib.sh"
 require_fuse
 mode=${1:-local}

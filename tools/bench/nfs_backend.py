@@ -1,7 +1,15 @@
 #!/usr/bin/python3
-"""A real NFS backend for the benchmarks: Debian's nfs-kernel-server exports a
-local directory over loopback and the kernel's NFS client mounts it read-only;
-both are torn down afterwards, also on errors and signals (`NfsMount` is a
+"""A real NFS backend for the benchmarks, in one of two modes (`mode()` picks):
+
+  kernel   Debian's nfs-kernel-server exports a local directory over loopback and
+           the kernel's NFS client mounts it read-only (below), where the kernel has
+           nfsd and an NFS client;
+  ganesha  otherwise: Debian's nfs-ganesha serves it over NFSv4 on 127.0.0.1 and a
+           user-space client, dlfs-bench-nfsmount (libnfs under FUSE, built from
+           nfs_fuse_client.cc), mounts it read-only with the Linux client's caching
+           rules; see nfs_ganesha.py. No added latency in this mode.
+
+Both are torn down afterwards, also on errors and signals (`NfsMount(...)` gives a
 context manager; the CLI turns SIGTERM/SIGHUP into a normal exit).
 
 Server: kernel nfsd started by hand (no systemd needed): `/proc/fs/nfsd` mounted,
@@ -32,9 +40,12 @@ in a private mount namespace that dies with the command). Readers (dlfsd, the
 Python DataLoader) therefore need not run in the namespace; `run_prefix` gives
 `nsenter --net=...` for callers that want them there anyway.
 
-Requirements: root, Debian's nfs-kernel-server and nfs-common, a kernel with nfsd
-and the NFS client (built in or as modules), and for latency netem
-(CONFIG_NET_SCH_NETEM). `unavailable_reason()` says what is missing.
+Requirements, kernel mode: root, Debian's nfs-kernel-server and nfs-common, a
+kernel with nfsd and the NFS client (built in or as modules), and for latency netem
+(CONFIG_NET_SCH_NETEM). Ganesha mode: root, /dev/fuse, nfs-ganesha and
+nfs-ganesha-vfs, and the built dlfs-bench-nfsmount (--client, or
+$DLFS_BENCH_NFSMOUNT, default <source>/build/tools/bench/). `unavailable_reason()`
+says what is missing for each mode.
 
 CLI:
   nfs_backend.py check [--latency-ms N]       exit 0 if usable, 77 with the reason if not
@@ -42,12 +53,15 @@ CLI:
                                               mount, wait for SIGINT/SIGTERM, tear down
   nfs_backend.py run SRC MNT [--vers ..] [--latency-ms N] -- CMD ...
                                               run CMD with the mount present, tear down
+  every subcommand: [--mode auto|kernel|ganesha] [--client PATH]
+  (--vers applies to the kernel mode; the ganesha mode's client speaks NFSv4.0)
 """
 import os
 import shutil
 import subprocess
 import time
 
+import nfs_ganesha
 from teardown import Setup, Unavailable, main_cli, run, stop_process
 
 NFSD_DIR = "/proc/fs/nfsd"
@@ -75,8 +89,8 @@ def _have_fs(name):
     return name in _filesystems()
 
 
-def unavailable_reason(latency_ms=0):
-    """None if an NFS backend can run here, else one line saying what is missing."""
+def kernel_unavailable_reason(latency_ms=0):
+    """None if the kernel mode can run here, else one line saying what is missing."""
     if os.geteuid() != 0:
         return "the NFS backend needs root (it starts nfsd and mounts)"
     missing = sorted({pkg for tool, pkg in TOOLS.items() if not shutil.which(tool)})
@@ -90,6 +104,45 @@ def unavailable_reason(latency_ms=0):
     if latency_ms > 0 and not shutil.which("tc"):
         return "--latency-ms needs tc: apt-get install iproute2"
     return None
+
+
+def ganesha_unavailable_reason(latency_ms=0, client=None):
+    """None if the ganesha mode can run here, else one line saying what is missing."""
+    if latency_ms > 0:
+        return "added latency (--latency-ms) needs the kernel mode (netem in a network namespace); " \
+               "the ganesha mode adds none"
+    return nfs_ganesha.unavailable_reason(client)
+
+
+def mode(latency_ms=0, client=None, want="auto"):
+    """"kernel", "ganesha", or None if neither can run (want: auto, kernel or ganesha)."""
+    if want in ("auto", "kernel") and not kernel_unavailable_reason(latency_ms):
+        return "kernel"
+    if want in ("auto", "ganesha") and not ganesha_unavailable_reason(latency_ms, client):
+        return "ganesha"
+    return None
+
+
+def unavailable_reason(latency_ms=0, client=None, want="auto"):
+    """None if an NFS backend can run here, else one line saying what each mode misses."""
+    if mode(latency_ms, client, want):
+        return None
+    reasons = {"kernel": lambda: kernel_unavailable_reason(latency_ms),
+               "ganesha": lambda: ganesha_unavailable_reason(latency_ms, client)}
+    if want != "auto":
+        return f"{want} mode: {reasons[want]()}"
+    return f"kernel mode: {reasons['kernel']()}; ganesha mode: {reasons['ganesha']()}"
+
+
+def NfsMount(src, mountpoint, vers="4.2", latency_ms=0, client=None, want="auto"):  # noqa: N802 (a factory)
+    """The NFS mount of `src` at `mountpoint` in the mode this machine can run (a
+    context manager); raises Unavailable with every mode's reason if none can."""
+    m = mode(latency_ms, client, want)
+    if m == "kernel":
+        return KernelNfsMount(src, mountpoint, vers, latency_ms)
+    if m == "ganesha":
+        return nfs_ganesha.GaneshaMount(src, mountpoint, client)
+    raise Unavailable(unavailable_reason(latency_ms, client, want))
 
 
 class _LatencyLink:
@@ -127,8 +180,8 @@ class _LatencyLink:
             self.created = False
 
 
-class NfsMount(Setup):
-    """`with NfsMount(src, mnt) as m:` exports `src` and mounts it read-only at `mnt`.
+class KernelNfsMount(Setup):
+    """`with KernelNfsMount(src, mnt) as m:` exports `src` and mounts it read-only at `mnt`.
 
     m.mountpoint: the NFS mount; m.run_prefix: argv prefix to run a command in the
     client's network namespace ([] without latency)."""
@@ -145,7 +198,7 @@ class NfsMount(Setup):
     log = staticmethod(log)
 
     def unavailable_reason(self):
-        return unavailable_reason(self.latency_ms)
+        return kernel_unavailable_reason(self.latency_ms)
 
     def _setup(self):
         if self.link:
@@ -226,14 +279,17 @@ def _nfsd_threads():
 
 
 def _options(p, cmd):
-    p.add_argument("--latency-ms", type=float, default=0, help="added round trip (netem, half each way)")
+    p.add_argument("--latency-ms", type=float, default=0, help="added round trip (netem, half each way; kernel mode)")
+    p.add_argument("--mode", default="auto", choices=["auto", "kernel", "ganesha"],
+                   help="auto: kernel where the kernel has nfsd and an NFS client, else ganesha")
+    p.add_argument("--client", help=f"the ganesha mode's client (default {nfs_ganesha.default_client()})")
     if cmd != "check":
         p.add_argument("--vers", default="4.2", choices=["4.2", "4.1", "4", "3"])
 
 
 def main():
-    main_cli("nfs", __doc__, _options, lambda a: unavailable_reason(a.latency_ms),
-             lambda a: NfsMount(a.src, a.mountpoint, a.vers, a.latency_ms))
+    main_cli("nfs", __doc__, _options, lambda a: unavailable_reason(a.latency_ms, a.client, a.mode),
+             lambda a: NfsMount(a.src, a.mountpoint, a.vers, a.latency_ms, a.client, a.mode))
 
 
 if __name__ == "__main__":

@@ -45,9 +45,13 @@ Datasets (cached under --workdir/data): --small-count files of --small-size (def
 200,000 x 3 KiB) and --large-count of --large-size (60,000 x 110 KiB, fixed size by
 default), tools/gen_dataset.py via run_bench.ensure_dataset. Shared backends serve
 --workdir/data over loopback and are set up and torn down by this script:
-  nfs    tools/bench/nfs_backend.py: nfs-kernel-server, NFSv4.2, read-only,
-         nconnect=4, default attribute caching; --latency-ms adds netem delay in a
-         network namespace. Needs a kernel with nfsd and the NFS client.
+  nfs    tools/bench/nfs_backend.py. Where the kernel has nfsd and an NFS client:
+         nfs-kernel-server, NFSv4.2, read-only, nconnect=4, default attribute
+         caching; --latency-ms adds netem delay in a network namespace. Elsewhere
+         (ganesha mode): nfs-ganesha on 127.0.0.1 and the build's
+         tools/bench/dlfs-bench-nfsmount (libnfs under FUSE, NFSv4.0, the Linux
+         client's caching rules: an OPEN and CLOSE per file, attributes 3 s, names
+         30 s, page cache kept while unchanged); no added latency there.
   sshfs  tools/bench/sshfs_backend.py: a private sshd on 127.0.0.1 and a read-only
          sshfs mount, every open an SFTP round trip, NFS-like attribute caching.
          Runs wherever FUSE does (the NFS stand-in on kernels without NFS).
@@ -105,7 +109,7 @@ ON_DLFS = ("raw", "raw-rf", "views", "views-b", "bin")
 SHARED = ("nfs", "sshfs")  # network filesystems over loopback, set up by this script
 BACKENDS = ("local",) + SHARED
 # Issue 15's targets: (variant, backend or None for any, against, size key, epoch or None for both) -> minimum.
-# The issue's NFS targets apply to every shared backend (sshfs stands in for NFS where the kernel has none).
+# The issue's NFS targets apply to every shared backend (NFS, and sshfs as another network filesystem).
 TARGETS = [
     ("raw", "local", "local_files", None, 1, 0.8),
     ("raw", "local", "local_files", None, 2, 1.0),
@@ -458,8 +462,10 @@ def parse_args():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2, help="DataLoader workers (= W of the views)")
     ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--nfs-vers", default="4.2", choices=["4.2", "4.1", "4", "3"])
-    ap.add_argument("--latency-ms", type=float, default=0, help="NFS: added round trip (netem in a netns)")
+    ap.add_argument("--nfs-vers", default="4.2", choices=["4.2", "4.1", "4", "3"],
+                    help="NFS version of the kernel mode (the ganesha mode's client speaks 4.0)")
+    ap.add_argument("--latency-ms", type=float, default=0,
+                    help="NFS: added round trip (netem in a netns; kernel mode only)")
     ap.add_argument("--quick", action="store_true", help="tiny smoke run (seconds per backend)")
     ap.add_argument("--json", help="write every run and the summary here")
     a = ap.parse_args()
@@ -488,14 +494,21 @@ def parse_args():
     return a
 
 
+def nfs_client(a):
+    """The ganesha mode's NFS client, from the build whose dlfsd runs."""
+    return os.path.join(a.build, "tools/bench/dlfs-bench-nfsmount")
+
+
 def shared_reason(a, backend):
-    return nfs_backend.unavailable_reason(a.latency_ms) if backend == "nfs" else sshfs_backend.unavailable_reason()
+    if backend == "nfs":
+        return nfs_backend.unavailable_reason(a.latency_ms, nfs_client(a))
+    return sshfs_backend.unavailable_reason()
 
 
 def open_shared(a, backend, data_dir):
     mnt = os.path.join(a.workdir, f"mnt-{backend}")
     if backend == "nfs":
-        return nfs_backend.NfsMount(data_dir, mnt, a.nfs_vers, a.latency_ms)
+        return nfs_backend.NfsMount(data_dir, mnt, a.nfs_vers, a.latency_ms, nfs_client(a))
     return sshfs_backend.SshfsMount(data_dir, mnt)
 
 
