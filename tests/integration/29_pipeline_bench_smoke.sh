@@ -53,7 +53,7 @@ backends = sys.argv[2].split(",")
 bad, cells = [], 0
 for size in ("small", "large"):
     for b in backends:
-        for v in ("files", "raw", "files-rf", "raw-rf", "views", "views-b", "bin"):
+        for v in ("files", "raw", "files-rf", "raw-rf", "views", "views-b", "bin", "ceiling"):
             for e in ("epoch1", "epoch2"):
                 c = res["summary"].get(size, {}).get(b, {}).get(v, {}).get(e)
                 if c is None:

@@ -26,6 +26,10 @@ after it. An epoch is timed from creating the loader's iterator to its last batc
          `dlfs.TarView(ds, e, k, W).batches(--batch)` (one pread per run of samples,
          member offsets from the view's .index, the bytes packed per extension),
          DataLoader batch_size=None: no per-sample Python step but a slice.
+  ceiling  no storage at all: worker k yields ready-made batches of --batch zero
+         samples of the sample size (one bytes object reused), packed by the same
+         collate as views-b: what the DataLoader itself (workers, shared memory,
+         the queue to the training process) can move on this machine.
   bin    `.bin` batches: worker k reads rank k's `<k>.bin` (`dlfs.BinView` gives the
          path and record size) with one pread per batch of --batch records, split
          into per-sample bytes. `.bin` exists only for fixed-record datasets, so this
@@ -101,9 +105,10 @@ except ImportError:
     sys.exit("pipeline_bench.py: needs PyTorch: apt-get install python3-torch (tools/install-deps.sh)")
 
 MiB = 1 << 20
-VARIANTS = ("files", "raw", "files-rf", "raw-rf", "views", "views-b", "bin")
+VARIANTS = ("files", "raw", "files-rf", "raw-rf", "views", "views-b", "bin", "ceiling")
 LABELS = {"files": "map-style files", "raw": "map-style raw/", "files-rf": "files, read_file", "raw-rf": "raw/, read_file",
-          "views": "views (TarView)", "views-b": "views, batches()", "bin": ".bin batches"}
+          "views": "views (TarView)", "views-b": "views, batches()", "bin": ".bin batches",
+          "ceiling": "no I/O (ceiling)"}
 MAP_STYLE = ("files", "raw", "files-rf", "raw-rf")
 ON_DLFS = ("raw", "raw-rf", "views", "views-b", "bin")
 SHARED = ("nfs", "sshfs")  # network filesystems over loopback, set up by this script
@@ -200,6 +205,22 @@ def packed_to_batch(packed):
         data = torch.empty(len(blob), dtype=torch.uint8)
     data.numpy()[:] = numpy.frombuffer(blob, numpy.uint8)
     return data, torch.tensor(lengths, dtype=torch.int64)
+
+
+class NoIoBatches(IterableDataset):
+    """The DataLoader's own ceiling: worker k yields its share of `count`
+    samples as ready-made (bytes, lengths) batches; no storage is touched."""
+
+    def __init__(self, count, size, batch):
+        self.count, self.size, self.batch = count, size, batch
+
+    def __iter__(self):
+        rank, world = _worker_rank()
+        share = math.ceil(self.count / world)
+        blob = bytes(self.batch * self.size)
+        for first in range(0, share, self.batch):
+            n = min(self.batch, share - first)
+            yield blob[:n * self.size] if n < self.batch else blob, [self.size] * n
 
 
 class BinBatches(IterableDataset):
@@ -354,6 +375,9 @@ def measure(a, slot, backend, root, size, variant, rep):
         expect = a.workers * math.ceil(size.count / a.workers)  # ranks pad to ceil(N/W) (remainder = pad)
         if variant == "views":
             make = lambda e: DataLoader(ViewStream(ds_dir, e), batch_size=a.batch, **loader_kw)  # noqa: E731
+        elif variant == "ceiling":
+            make = lambda _e: DataLoader(NoIoBatches(size.count, size.size, a.batch), batch_size=None,  # noqa: E731
+                                         num_workers=a.workers, collate_fn=packed_to_batch)
         elif variant == "views-b":
             make = lambda e: DataLoader(ViewBatches(ds_dir, e, a.batch), batch_size=None,  # noqa: E731
                                         num_workers=a.workers, collate_fn=packed_to_batch)
