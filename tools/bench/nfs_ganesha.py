@@ -26,12 +26,10 @@ unavailable here.
 """
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 
-from teardown import Setup, run, stop_process
+from teardown import Setup, free_port, log_tail, stop_process, unmount_fuse, wait_listening, wait_mounted
 
 GANESHA = "/usr/bin/ganesha.nfsd"
 PSEUDO = "/data"
@@ -73,20 +71,9 @@ def unavailable_reason(client=None):
     return None
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _tail(path, lines=5, skip=("DBUS", "krb5", "keytab", "gssd")):
-    """The last lines of a log, without ganesha's expected D-Bus/Kerberos complaints."""
-    try:
-        with open(path, errors="replace") as f:
-            kept = [ln for ln in f.read().splitlines() if ln.strip() and not any(s in ln for s in skip)]
-        return " | ".join(kept[-lines:])
-    except OSError:
-        return ""
+def _tail(path):
+    """The last lines of ganesha's log, without its expected D-Bus/Kerberos complaints."""
+    return log_tail(path, skip=("DBUS", "krb5", "keytab", "gssd"))
 
 
 class GaneshaMount(Setup):
@@ -140,14 +127,14 @@ LOG {{ Default_Log_Level = WARN; }}
 
     def _start_server(self, attempts=3):
         for attempt in range(attempts):  # the free port may be taken before ganesha binds it
-            self.port = _free_port()
+            self.port = free_port()
             conf = self._write_config()
             glog = os.path.join(self.dir, "ganesha.log")
             p = subprocess.Popen([GANESHA, "-F", "-f", conf, "-L", glog, "-p", os.path.join(self.dir, "ganesha.pid")],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                                  start_new_session=True)  # a terminal's Ctrl-C reaches us, we stop it in order
             self.undo(lambda p=p: stop_process(p))
-            if self._wait_listening(p):
+            if wait_listening(self.port, p, timeout=20):
                 self.server = p
                 log(f"ganesha.nfsd (pid {p.pid}) serves {self.src} as 127.0.0.1:{self.port}{PSEUDO} (NFSv4, ro)")
                 return
@@ -155,16 +142,6 @@ LOG {{ Default_Log_Level = WARN; }}
                 raise RuntimeError(f"ganesha.nfsd did not start on 127.0.0.1:{self.port} "
                                    f"({'exit ' + str(p.returncode) if p.poll() is not None else 'timeout'}): "
                                    f"{_tail(glog)}")
-
-    def _wait_listening(self, p, timeout=20):
-        t0 = time.time()
-        while time.time() - t0 < timeout and p.poll() is None:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return True
-            except OSError:
-                time.sleep(0.05)
-        return False
 
     # -- client -------------------------------------------------------------
     def _mount(self, timeout=30):
@@ -177,18 +154,9 @@ LOG {{ Default_Log_Level = WARN; }}
             p = subprocess.Popen([self.client, self.options, self.mountpoint], stdout=out, stderr=out,
                                  stdin=subprocess.DEVNULL, start_new_session=True)
         self.undo(lambda: self._umount(p))
-        t0 = time.time()
-        while not os.path.ismount(self.mountpoint):
-            if p.poll() is not None or time.time() - t0 > timeout:
-                raise RuntimeError(f"{CLIENT_NAME} did not mount {self.options} at {self.mountpoint} "
-                                   f"({'exit ' + str(p.returncode) if p.poll() is not None else 'timeout'}): "
-                                   f"{_tail(client_log)}")
-            time.sleep(0.05)
+        wait_mounted(self.mountpoint, p, f"{CLIENT_NAME} ({self.options})", client_log, timeout)
         os.listdir(self.mountpoint)  # one READDIR: the export serves requests
         log(f"mounted {self.options} at {self.mountpoint} ({CLIENT_NAME}, pid {p.pid})")
 
     def _umount(self, p):
-        if os.path.ismount(self.mountpoint):
-            if run(["fusermount3", "-u", self.mountpoint], check=False).returncode != 0:
-                run(["umount", "-l", self.mountpoint], check=False)
-        stop_process(p)  # the client exits once unmounted; stop it if it did not
+        unmount_fuse(self.mountpoint, p)

@@ -46,12 +46,11 @@ CLI:
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 
-from teardown import Setup, main_cli, run, stop_process
+from teardown import Setup, free_port, log_tail, main_cli, run, stop_process, unmount_fuse, wait_listening, wait_mounted
 
 SSHD = "/usr/sbin/sshd"
 PRIVSEP_DIR = "/run/sshd"
@@ -74,20 +73,6 @@ def unavailable_reason():
     if not os.path.exists("/dev/fuse"):
         return "no /dev/fuse: this machine cannot mount FUSE filesystems"
     return None
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _tail(path, lines=5):
-    try:
-        with open(path, errors="replace") as f:
-            return " | ".join(f.read().strip().splitlines()[-lines:])
-    except OSError:
-        return ""
 
 
 def _children(pid):
@@ -173,7 +158,7 @@ Subsystem sftp internal-sftp
             os.makedirs(PRIVSEP_DIR, mode=0o755)
             self.undo(lambda: os.rmdir(PRIVSEP_DIR))
         for attempt in range(attempts):  # the free port may be taken between _free_port and sshd's bind
-            self.port = _free_port()
+            self.port = free_port()
             conf = self._write_config()
             run([SSHD, "-t", "-f", conf])  # a config error is reported as such
             sshd_log = os.path.join(self.dir, "sshd.log")
@@ -181,21 +166,11 @@ Subsystem sftp internal-sftp
                 p = subprocess.Popen([SSHD, "-D", "-e", "-f", conf], stdout=out, stderr=out, stdin=subprocess.DEVNULL,
                                      start_new_session=True)  # a terminal's Ctrl-C reaches us, we stop it in order
             self.undo(lambda p=p: _stop_sshd(p))
-            if self._wait_listening(p):
+            if wait_listening(self.port, p, timeout=10):
                 log(f"sshd (pid {p.pid}) on 127.0.0.1:{self.port}")
                 return
             if attempt == attempts - 1:
-                raise RuntimeError(f"sshd did not start on 127.0.0.1:{self.port}: {_tail(sshd_log)}")
-
-    def _wait_listening(self, p, timeout=10):
-        t0 = time.time()
-        while time.time() - t0 < timeout and p.poll() is None:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return True
-            except OSError:
-                time.sleep(0.05)
-        return False
+                raise RuntimeError(f"sshd did not start on 127.0.0.1:{self.port}: {log_tail(sshd_log)}")
 
     # -- client -------------------------------------------------------------
     def _mount(self, timeout=30):
@@ -210,21 +185,12 @@ Subsystem sftp internal-sftp
                                   "-F", "/dev/null", "-o", self.options],
                                  stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True)
         self.undo(lambda: self._umount(p))
-        t0 = time.time()
-        while not os.path.ismount(self.mountpoint):
-            if p.poll() is not None or time.time() - t0 > timeout:
-                raise RuntimeError(f"sshfs did not mount {self.mountpoint} "
-                                   f"({'exit ' + str(p.returncode) if p.poll() is not None else 'timeout'}): "
-                                   f"{_tail(client_log)}")
-            time.sleep(0.05)
+        wait_mounted(self.mountpoint, p, "sshfs", client_log, timeout)
         os.listdir(self.mountpoint)  # one SFTP round trip: the session serves requests
         log(f"mounted 127.0.0.1:{self.src} at {self.mountpoint} (sshfs -o {self.options})")
 
     def _umount(self, p):
-        if os.path.ismount(self.mountpoint):
-            if run(["fusermount3", "-u", self.mountpoint], check=False).returncode != 0:
-                run(["umount", "-l", self.mountpoint], check=False)
-        stop_process(p)  # sshfs -f exits once unmounted; stop it if it did not
+        unmount_fuse(self.mountpoint, p)
 
 
 def _options(_p, _cmd):

@@ -6,8 +6,10 @@ import argparse
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 
 
 class Unavailable(RuntimeError):
@@ -31,6 +33,57 @@ def stop_process(p, timeout=10):
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that is free now (a server may lose it before it binds: retry)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def log_tail(path, lines=5, skip=()):
+    """The last non-empty lines of a log joined on one line, leaving out lines
+    that contain any of `skip` (a server's expected complaints); "" if unreadable."""
+    try:
+        with open(path, errors="replace") as f:
+            kept = [ln for ln in f.read().splitlines() if ln.strip() and not any(w in ln for w in skip)]
+        return " | ".join(kept[-lines:])
+    except OSError:
+        return ""
+
+
+def wait_listening(port, p, timeout):
+    """True once 127.0.0.1:port accepts a connection; False if process p exits or
+    `timeout` s pass first."""
+    t0 = time.time()
+    while time.time() - t0 < timeout and p.poll() is None:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def wait_mounted(mountpoint, p, what, log_path, timeout):
+    """Waits until the FUSE client p has mounted `mountpoint`; raises naming
+    `what`, the exit code or the timeout, and the client log's tail."""
+    t0 = time.time()
+    while not os.path.ismount(mountpoint):
+        if p.poll() is not None or time.time() - t0 > timeout:
+            raise RuntimeError(f"{what} did not mount {mountpoint} "
+                               f"({'exit ' + str(p.returncode) if p.poll() is not None else 'timeout'}): "
+                               f"{log_tail(log_path)}")
+        time.sleep(0.05)
+
+
+def unmount_fuse(mountpoint, p):
+    """Unmounts a FUSE client's mount (lazily if it is busy) and stops the client."""
+    if os.path.ismount(mountpoint):
+        if run(["fusermount3", "-u", mountpoint], check=False).returncode != 0:
+            run(["umount", "-l", mountpoint], check=False)
+    stop_process(p)  # the client exits once unmounted; stop it if it did not
 
 
 def exit_on_signals():
