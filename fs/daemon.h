@@ -19,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,6 +57,7 @@ class Daemon final : public ControlHandler {
  private:
   explicit Daemon(DaemonConfig config);
   nlohmann::json snapshot(bool detailed) const;
+  nlohmann::json page_cache_drops_json() const;
   Result<const Dataset*> dataset_arg(const nlohmann::json& args) const;
   Status join_cluster(const std::vector<Dataset*>& datasets);
   // The startup thread: scans, joins, publishes (see the top of this file).
@@ -63,6 +65,12 @@ class Daemon final : public ControlHandler {
   void open_datasets();
   // Stops the session loop (run() then unmounts); exit_code is run()'s.
   void stop_serving(int exit_code);
+  // Every stop ends here (a signal, `dlfs-ctl unmount`, a failed dataset):
+  // the page-cache releaser first, while the workers still answer reads
+  // (a drop under way may wait for one), then the session loop.
+  void end_session();
+  // The session loop has ended (or never will run): the waker stops.
+  void stop_waker();
 
   DaemonConfig config_;
   uint64_t budget_bytes_ = 0;
@@ -75,11 +83,18 @@ class Daemon final : public ControlHandler {
   FuseContext fuse_context_;
   std::unique_ptr<ControlServer> control_;
   fuse_session* session_ = nullptr;
+  std::unique_ptr<PageCacheReleaser> page_cache_releaser_;  // set with session_; null: the kernel keeps every page
   pthread_t main_thread_{};
   std::atomic<bool> unmount_requested_{false};
   std::thread startup_;
   std::atomic<bool> stopping_{false};  // tells the startup thread to scan nothing more
   std::atomic<int> exit_code_{0};      // non-zero: a dataset failed after the mount
+  // Wakes the main thread out of the session loop's wait (SIGUSR1) until the
+  // loop has ended: one signal can land just before the thread goes back to
+  // sleep and be lost. Started by end_session(), joined by run().
+  std::mutex waker_mu_;
+  std::atomic<bool> loop_ended_{false};  // set under waker_mu_
+  std::thread waker_;
 };
 
 }  // namespace dlfs::fs
