@@ -4,7 +4,6 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include <algorithm>
 #include <string>
 
 #include "common/units.h"
@@ -139,11 +138,5 @@ bool StorageBuffer::wait_all_settled(std::chrono::nanoseconds timeout) const {
 }
 
 uint64_t extent_checksum(std::span<const std::byte> bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
-
-bool StorageBuffer::filling(uint64_t data_offset, uint64_t length) const {
-  if (length == 0 || settled_extents() >= cacheable_) return false;
-  const uint64_t held_end = std::min(end_, begin_ + cacheable_ * extent_size_);
-  return data_offset < held_end && data_offset + length > begin_;
-}
 
 }  // namespace dlfs::cache

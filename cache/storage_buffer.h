@@ -94,10 +94,6 @@ class StorageBuffer {
   // Cacheable extents resident or failed: the load is complete when this
   // equals cacheable_extents(), whoever loaded them.
   uint64_t settled_extents() const { return settled_.load(std::memory_order_acquire); }
-  // Whether [data_offset, data_offset + length) touches bytes this buffer
-  // will hold (its cacheable extents) while the load is not complete: the
-  // node's memory is still being filled with them. One atomic load once done.
-  bool filling(uint64_t data_offset, uint64_t length) const;
 
   // Loading protocol: absent -> loading -> resident | failed. The thread whose
   // try_mark_loading returned true fills extent_data(e) and settles it.

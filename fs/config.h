@@ -38,10 +38,6 @@ struct DaemonConfig {
   bool allow_other = true;             // let every user read the mount (as root)
   double entry_timeout_s = 86400;      // the namespace is immutable: cache it long
   double attr_timeout_s = 86400;
-  // Raw files read while their bytes are still being loaded into this
-  // node's stripe: false, the kernel's page-cache copy is dropped soon after
-  // the read (fs/page_cache_release.h); true, it is kept as after the load.
-  bool kernel_cache_while_loading = false;
   // A dataset whose scan fails after the mount: false, dlfsd unmounts and
   // exits 2 (as a failure before the mount); true, it answers EIO and the
   // others stay served (one node only: a cluster always exits).

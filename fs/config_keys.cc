@@ -105,11 +105,6 @@ std::vector<ConfigKey> daemon_keys() {
       Key(s, "entry_timeout_s", "", Kind::number, DAEMON(entry_timeout_s),
           "Seconds the kernel may cache names (the tree is immutable)"),
       Key(s, "attr_timeout_s", "", Kind::number, DAEMON(attr_timeout_s), "Seconds the kernel may cache attributes"),
-      Key(s, "kernel_cache_while_loading", "--kernel-cache-while-loading", Kind::boolean,
-          DAEMON(kernel_cache_while_loading),
-          "Keep the kernel's page cache of raw files read while their bytes are still loading (default: dropped "
-          "soon after each read, so that the load and the readers do not both take fresh memory; kept as usual "
-          "once the load is done)"),
       Key(s, "serve_despite_failed_datasets", "", Kind::boolean, DAEMON(serve_despite_failed_datasets),
           "A dataset whose scan fails after the mount answers EIO and the others stay served, instead of dlfsd "
           "unmounting and exiting 2 (one node only; docs/stats.md, dataset states)"),

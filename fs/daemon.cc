@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <ctime>
 #include <thread>
 
@@ -22,7 +21,6 @@
 #include "fs/mountpoint_check.h"
 #include "fs/readahead.h"
 #include "fs/stats.h"
-#include "fs/stop_signals.h"
 
 #ifndef DLFS_VERSION
 #define DLFS_VERSION "0.0.0"
@@ -41,9 +39,9 @@ int64_t now_ns() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-// Handler for the signal used to wake the session loop once
-// fuse_session_exit() was called: it only needs to interrupt the main
-// thread's wait. TERM/INT/HUP go through StopSignals (fs/stop_signals.h).
+// Handler for the signal used to wake the session loop on `dlfs-ctl unmount`.
+// libfuse's own handlers are installed for TERM/INT/HUP; SIGUSR1 only needs to
+// interrupt the main thread's wait, and fuse_session_exit() was already called.
 void wake_handler(int) {}
 
 // The checks of a dataset root that cost one stat: a missing or unreadable
@@ -149,45 +147,34 @@ int Daemon::run() {
   for (auto& s : argv_store) argv.push_back(s.data());
   fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
 
-  const fuse_lowlevel_ops& ops = fuse_operations();
-  fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), &fuse_context_);
-  fuse_opt_free_args(&args);
-  if (!se) {
-    spdlog::error("cannot create the FUSE session (see the message above)");
-    return 1;
-  }
-  if (!config_.kernel_cache_while_loading) {
-    page_cache_releaser_ = std::make_unique<PageCacheReleaser>([se](uint64_t ino, uint64_t offset, uint64_t length) {
-      return fuse_lowlevel_notify_inval_inode(se, ino, static_cast<off_t>(offset), static_cast<off_t>(length));
-    });
-    fuse_context_.page_cache_releaser = page_cache_releaser_.get();
-  }
+  // Before session_ is set: a stop from another thread (end_session) signals this thread.
   struct sigaction sa {};
   sa.sa_handler = wake_handler;
   ::sigaction(SIGUSR1, &sa, nullptr);
   main_thread_ = ::pthread_self();
-  session_ = se;  // after the releaser and the wake-up: a stop from another thread finds all three
-  // SIGTERM, SIGINT and SIGHUP always mean "unmount and exit" (also where a
-  // shell started dlfsd in the background with SIGINT ignored).
-  auto signals = StopSignals::install([this](int sig) {
-    spdlog::info("signal {} ({}): stopping", sig, ::strsignal(sig));
-    end_session();
-  });
-  if (!signals) {
-    spdlog::error("cannot handle stop signals: {}", signals.status().message());
-    if (page_cache_releaser_) page_cache_releaser_->stop();
+  const fuse_lowlevel_ops& ops = fuse_operations();
+  session_ = fuse_session_new(&args, &ops, sizeof(ops), &fuse_context_);
+  fuse_opt_free_args(&args);
+  if (!session_) {
+    spdlog::error("cannot create the FUSE session (see the message above)");
+    return 1;
+  }
+  // A shell starts background jobs with SIGINT ignored, and libfuse only
+  // installs its handlers over default dispositions: restore them so that
+  // SIGTERM and SIGINT always mean "unmount and exit".
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
+  if (fuse_set_signal_handlers(session_) != 0) {
+    spdlog::error("cannot install signal handlers");
     fuse_session_destroy(session_);
-    session_ = nullptr;
     return 1;
   }
 
   if (fuse_session_mount(session_, config_.mountpoint.c_str()) != 0) {
     spdlog::error("cannot mount at '{}' (is /dev/fuse available and fusermount3 installed?)", config_.mountpoint);
-    signals->reset();
     stop_waker();  // a stop asked for during the mount
-    if (page_cache_releaser_) page_cache_releaser_->stop();
+    fuse_remove_signal_handlers(session_);
     fuse_session_destroy(session_);
-    session_ = nullptr;
     return 1;
   }
   startup_ = std::thread([this] { start_datasets(); });
@@ -207,10 +194,6 @@ int Daemon::run() {
   int rc = fuse_session_loop_mt(session_, loop);
   fuse_loop_cfg_destroy(loop);
   stop_waker();
-  signals->reset();  // a signal from now on: the default action
-  // The loop can also end without end_session() (the kernel unmounted us):
-  // the connection is gone then, and a drop under way fails at once.
-  if (page_cache_releaser_) page_cache_releaser_->stop();
 
   spdlog::info("unmounting {}", config_.mountpoint);
   stopping_ = true;
@@ -223,7 +206,8 @@ int Daemon::run() {
   // After the unmount: a stat() still waiting on the mount (a stop before
   // INIT was answered) now fails instead of blocking this join forever.
   tune.join();
-  fuse_session_destroy(session_);  // the releaser was stopped above; it lives on for stats
+  fuse_remove_signal_handlers(session_);
+  fuse_session_destroy(session_);
   session_ = nullptr;
   if (exit_code_ != 0) return exit_code_;  // a dataset failed after the mount: as create() failing
   // rc is the signal number after a signal-driven exit; that is a clean stop.
@@ -301,20 +285,11 @@ void Daemon::open_datasets() {
 
 void Daemon::stop_serving(int exit_code) {
   exit_code_ = exit_code;
+  stopping_ = true;
   end_session();
 }
 
-void Daemon::stop_waker() {
-  {
-    std::lock_guard lk(waker_mu_);
-    loop_ended_ = true;
-  }
-  if (waker_.joinable()) waker_.join();
-}
-
 void Daemon::end_session() {
-  stopping_ = true;
-  if (page_cache_releaser_) page_cache_releaser_->stop();
   // run() sets session_ before it starts any thread that calls this; the
   // main thread may not have entered the loop yet: the loop then ends at once.
   fuse_session_exit(session_);
@@ -326,6 +301,14 @@ void Daemon::end_session() {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   });
+}
+
+void Daemon::stop_waker() {
+  {
+    std::lock_guard lk(waker_mu_);
+    loop_ended_ = true;
+  }
+  if (waker_.joinable()) waker_.join();
 }
 
 Status Daemon::join_cluster(const std::vector<Dataset*>& datasets) {
@@ -372,24 +355,8 @@ nlohmann::json Daemon::snapshot(bool detailed) const {
     j["fuse"] = {{"requests", fuse_context_.counters.to_json()},
                  {"kernel_skips_open", fuse_context_.kernel_skips_open},
                  {"kernel_skips_opendir", fuse_context_.kernel_skips_opendir},
-                 {"generated_files", namespace_ ? namespace_->generated_live() : 0},
-                 {"page_cache_drops", page_cache_drops_json()}};
+                 {"generated_files", namespace_ ? namespace_->generated_live() : 0}};
   return j;
-}
-
-nlohmann::json Daemon::page_cache_drops_json() const {
-  // Read by the control thread while run() may be creating the releaser:
-  // the context's pointer is set before session_ (which gates requests).
-  const PageCacheReleaser* r = session_ ? page_cache_releaser_.get() : nullptr;
-  if (!r) return {{"enabled", false}};
-  const auto& c = r->counters();
-  return {{"enabled", true},
-          {"ranges", c.ranges.load()},
-          {"bytes", c.bytes.load()},
-          {"pending", r->pending()},
-          {"not_cached", c.not_cached.load()},
-          {"errors", c.errors.load()},
-          {"overflowed", c.overflowed.load()}};
 }
 
 nlohmann::json Daemon::status() { return snapshot(false); }

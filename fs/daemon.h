@@ -57,7 +57,6 @@ class Daemon final : public ControlHandler {
  private:
   explicit Daemon(DaemonConfig config);
   nlohmann::json snapshot(bool detailed) const;
-  nlohmann::json page_cache_drops_json() const;
   Result<const Dataset*> dataset_arg(const nlohmann::json& args) const;
   Status join_cluster(const std::vector<Dataset*>& datasets);
   // The startup thread: scans, joins, publishes (see the top of this file).
@@ -65,9 +64,8 @@ class Daemon final : public ControlHandler {
   void open_datasets();
   // Stops the session loop (run() then unmounts); exit_code is run()'s.
   void stop_serving(int exit_code);
-  // Every stop ends here (a signal, `dlfs-ctl unmount`, a failed dataset):
-  // the page-cache releaser first, while the workers still answer reads
-  // (a drop under way may wait for one), then the session loop.
+  // Tells the session loop to end and wakes the main thread out of its wait
+  // until it has (`dlfs-ctl unmount`, a failed dataset).
   void end_session();
   // The session loop has ended (or never will run): the waker stops.
   void stop_waker();
@@ -83,15 +81,14 @@ class Daemon final : public ControlHandler {
   FuseContext fuse_context_;
   std::unique_ptr<ControlServer> control_;
   fuse_session* session_ = nullptr;
-  std::unique_ptr<PageCacheReleaser> page_cache_releaser_;  // set with session_; null: the kernel keeps every page
   pthread_t main_thread_{};
   std::atomic<bool> unmount_requested_{false};
   std::thread startup_;
   std::atomic<bool> stopping_{false};  // tells the startup thread to scan nothing more
   std::atomic<int> exit_code_{0};      // non-zero: a dataset failed after the mount
-  // Wakes the main thread out of the session loop's wait (SIGUSR1) until the
-  // loop has ended: one signal can land just before the thread goes back to
-  // sleep and be lost. Started by end_session(), joined by run().
+  // Sends SIGUSR1 to the main thread every 20 ms until the loop has ended:
+  // one signal can land just before the thread goes back to its wait (after
+  // another signal woke it) and be lost. Started by end_session(), joined by run().
   std::mutex waker_mu_;
   std::atomic<bool> loop_ended_{false};  // set under waker_mu_
   std::thread waker_;

@@ -277,19 +277,14 @@ void do_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
     // One Gather per worker thread: no allocation per request once warm.
     // Round buffers it points into stay pinned until the reply is sent.
     thread_local cache::Gather gather;
-    ReadAdvice advice;
-    FuseContext& c = ctx(req);
-    Status s = c.ns->read(ino, static_cast<uint64_t>(off), size, gather, &advice);
+    Status s = ctx(req).ns->read(ino, static_cast<uint64_t>(off), size, gather);
     if (!s) {
       gather.release();
       spdlog::warn("read of inode {} at {} (+{}) by pid {}: {}", ino, off, size, fuse_req_ctx(req)->pid, s.message());
       return static_cast<void>(fuse_reply_err(req, s.err()));
     }
-    const size_t served = gather.bytes();
     reply_gather(req, gather);
     gather.release();
-    if (advice.drop_kernel_copy && c.page_cache_releaser)
-      c.page_cache_releaser->add(ino, static_cast<uint64_t>(off), served);
   });
 }
 

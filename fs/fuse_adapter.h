@@ -7,7 +7,6 @@
 
 #include "fs/fuse_counters.h"
 #include "fs/namespace.h"
-#include "fs/page_cache_release.h"
 
 namespace dlfs::fs {
 
@@ -24,9 +23,6 @@ struct FuseContext {
   // Set at init from the kernel's capabilities (fuse_adapter.cc, op_init).
   bool kernel_skips_open = false;
   bool kernel_skips_opendir = false;
-  // Drops the kernel's copy of raw bytes read while their stripe loads
-  // (ReadAdvice::drop_kernel_copy); null: the kernel keeps every page.
-  PageCacheReleaser* page_cache_releaser = nullptr;
 };
 
 // The operation table; userdata must be a FuseContext*.

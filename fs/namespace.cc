@@ -254,12 +254,12 @@ Status Namespace::open(uint64_t ino, int flags) const {
   return Status::ok();
 }
 
-Status Namespace::read(uint64_t ino, uint64_t offset, uint64_t size, cache::Gather& out, ReadAdvice* advice) const {
+Status Namespace::read(uint64_t ino, uint64_t offset, uint64_t size, cache::Gather& out) const {
   out.reset(size);
   auto n = decode_ino(ino);
   if (!n) return not_found();
   switch (n->kind) {
-    case NodeKind::raw_file: return read_raw(*n, offset, size, out, advice);
+    case NodeKind::raw_file: return read_raw(*n, offset, size, out);
     case NodeKind::view:
     case NodeKind::view_entry: return read_view(*n, offset, size, out);
     case NodeKind::generated: return read_generated(*n, offset, size, out);
@@ -271,8 +271,7 @@ Status Namespace::read(uint64_t ino, uint64_t offset, uint64_t size, cache::Gath
   }
 }
 
-Status Namespace::read_raw(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out,
-                           ReadAdvice* advice) const {
+Status Namespace::read_raw(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const {
   DLFS_ASSIGN_OR_RETURN(const Dataset* ds, dataset_of(n));
   if (n.index >= ds->manifest().file_count()) return not_found();
   const auto& m = ds->manifest();
@@ -285,7 +284,6 @@ Status Namespace::read_raw(const NodeId& n, uint64_t offset, uint64_t size, cach
   if (!s) return s.with_context("dataset '" + ds->name() + "'");
   c.requests.fetch_add(1, std::memory_order_relaxed);
   c.bytes.fetch_add(len, std::memory_order_relaxed);
-  if (advice) advice->drop_kernel_copy = ds->buffer().filling(m.file_data_offset(f) + offset, len);
   return Status::ok();
 }
 

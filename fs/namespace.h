@@ -59,14 +59,6 @@ struct FsTotals {
   uint64_t files = 0;
 };
 
-// What a read says about its bytes beyond the bytes themselves.
-struct ReadAdvice {
-  // A raw file's bytes that this node's stripe is still being loaded with:
-  // the kernel's page-cache copy is best dropped soon after the reader has
-  // it (fs/page_cache_release.h says why). False once the load is done.
-  bool drop_kernel_copy = false;
-};
-
 // Adds one directory entry; returns false when the reply buffer is full
 // (the entry was not added and will be offered again at the next call).
 using DirFiller = std::function<bool(std::string_view name, const Attr& attr, uint64_t next_offset)>;
@@ -100,8 +92,7 @@ class Namespace {
   // open: every file reads by inode (the kernel need not send OPEN at all).
   Status open(uint64_t ino, int flags) const;
   // Starts `out` and gathers up to `size` bytes at `offset` of any file (short at EOF).
-  // `advice`, if given, says what the kernel's copy of the bytes is worth.
-  Status read(uint64_t ino, uint64_t offset, uint64_t size, cache::Gather& out, ReadAdvice* advice = nullptr) const;
+  Status read(uint64_t ino, uint64_t offset, uint64_t size, cache::Gather& out) const;
   // Generated files alive (fs/generated_files.h), for stats.
   size_t generated_live() const { return generated_.live(); }
   FsTotals totals() const;
@@ -126,7 +117,7 @@ class Namespace {
   Status view_readdir(const NodeId& n, uint64_t child, const Emit& emit, bool kernel_keeps_entries) const;
   Status world_readdir(const Dataset& ds, const NodeId& n, uint64_t child, const Emit& emit,
                        bool kernel_keeps_entries) const;
-  Status read_raw(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out, ReadAdvice* advice) const;
+  Status read_raw(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const;
   Status read_view(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const;
   Status read_generated(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const;
   // A view read's status, named after its dataset on failure; on success the

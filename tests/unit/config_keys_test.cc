@@ -43,7 +43,6 @@ const std::map<std::string, Reader> kMembers = {
     D("daemon.allow_other", allow_other),        D("daemon.entry_timeout_s", entry_timeout_s),
     D("daemon.attr_timeout_s", attr_timeout_s),  D("cache.memory_budget", memory_budget),
     D("daemon.serve_despite_failed_datasets", serve_despite_failed_datasets),
-    D("daemon.kernel_cache_while_loading", kernel_cache_while_loading),
     D("cache.extent_size", extent_size),         D("cache.loader_threads", loader_threads),
     D("cache.read_size", read_size),             D("cache.backend_requests", backend_requests),
     D("cluster.peers", peers),                   D("cluster.rank", rank),

@@ -108,33 +108,6 @@ TEST(StorageBufferGeometry, RejectsBadArguments) {
   EXPECT_EQ(r2.status().err(), EINVAL);
 }
 
-// filling(): bytes the buffer will hold, while the load is not complete.
-TEST(StorageBufferState, FillingCoversHeldBytesUntilEveryExtentSettles) {
-  auto b = create(1000, 2000, 100, 500);  // this node holds [1000, 2000); memory for [1000, 1500)
-  ASSERT_TRUE(b);
-  EXPECT_TRUE(b->filling(1000, 1));
-  EXPECT_TRUE(b->filling(1499, 1));
-  EXPECT_TRUE(b->filling(900, 200)) << "a range that reaches into the held bytes";
-  EXPECT_FALSE(b->filling(1500, 500)) << "bytes over the budget are never loaded here";
-  EXPECT_FALSE(b->filling(0, 1000)) << "another node's bytes";
-  EXPECT_FALSE(b->filling(2000, 10));
-  EXPECT_FALSE(b->filling(1200, 0));
-  for (uint64_t e = 0; e < 5; ++e) {
-    EXPECT_TRUE(b->filling(1200, 10)) << "still loading after " << e << " extents";
-    ASSERT_TRUE(b->try_mark_loading(e));
-    if (e == 2) b->mark_failed(e);  // failed settles too: nobody will load it
-    else b->mark_resident(e, 0);
-  }
-  EXPECT_FALSE(b->filling(1200, 10)) << "the load is done";
-  EXPECT_FALSE(b->filling(1000, 1000));
-}
-
-TEST(StorageBufferState, NothingIsFillingWithoutMemory) {
-  auto b = create(0, 1000, 100, 0);
-  ASSERT_TRUE(b);
-  EXPECT_FALSE(b->filling(0, 1000));
-}
-
 TEST(StorageBufferMemory, WholeCapacityWritableWithAndWithoutHugePages) {
   for (bool huge : {true, false}) {
     auto b = create(0, (3ull << 20) + 123, 1 << 20, ~0ull, huge);

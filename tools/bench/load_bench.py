@@ -183,13 +183,13 @@ def load_done_line(log_path):
     return lines[-1].split("load done:", 1)[1].strip() if lines else None
 
 
-def one_build(a, daemons, label, dlfsd, env, data, names, filler, perf_dir, rep):
+def one_build(a, daemons, label, dlfsd, env, extra_args, data, names, filler, perf_dir, rep):
     """Phases b, c, d with one daemon build; returns {phase: (GB/s, cpu s)} and the loading timeline."""
     w = a.workdir
     mnt = os.path.join(w, f"mnt-load-{label}")
     drop_caches()  # the backend cold for the loader and the readers
     argv = [dlfsd, "--mountpoint", mnt, "--backend", data, "--name", "ds", "--control-socket",
-            os.path.join(w, f"load-{label}.sock"), *a.dlfsd_arg]
+            os.path.join(w, f"load-{label}.sock"), *a.dlfsd_arg, *extra_args]
     saved = dict(os.environ)
     os.environ.update(env)  # this build's extra environment (--build DIR::VAR=VALUE)
     try:
@@ -240,6 +240,7 @@ def main():
     ap.add_argument("--build", action="append",
                     help="meson build directory (repeatable: each is measured in the same repetitions; "
                          "default: this tree's build); DIR::VAR=VALUE[,...] runs its daemon with that "
+                         "environment, DIR::--flag[,...] with those dlfsd flags "
                          "environment too (the same build under two settings)")
     ap.add_argument("--workdir", default="/tmp/dlfs-load-bench")
     ap.add_argument("--size", type=size_arg, default=4 << 30, help="dataset bytes (default 4G)")
@@ -264,13 +265,15 @@ def main():
         sys.exit("load_bench.py: --readers and --repeat must be >= 1, and --size >= --file-size")
     builds = a.build or [os.path.join(SRC, "build")]
     labels = []
-    envs = {}
+    envs, flags = {}, {}
     for i, b in enumerate(builds):
         b, _, extra = b.partition("::")
         builds[i] = b
-        envs[f"b{i}"] = dict(kv.split("=", 1) for kv in extra.split(",") if kv)
-        if any(not k for k in envs[f"b{i}"]):
-            sys.exit(f"load_bench.py: --build {b}::{extra}: expected VAR=VALUE[,VAR=VALUE]")
+        items = [kv for kv in extra.split(",") if kv]
+        flags[f"b{i}"] = [kv for kv in items if kv.startswith("--")]
+        envs[f"b{i}"] = dict(kv.split("=", 1) for kv in items if not kv.startswith("--"))
+        if any(not k for k in envs[f"b{i}"]) or any("=" not in kv for kv in items if not kv.startswith("--")):
+            sys.exit(f"load_bench.py: --build {b}::{extra}: expected VAR=VALUE or --flag items, comma-separated")
         if not os.access(os.path.join(b, "fs/dlfsd"), os.X_OK):
             sys.exit(f"load_bench.py: {b}/fs/dlfsd not built (ninja -C {b})")
         labels.append(f"b{len(labels)}")
@@ -301,8 +304,8 @@ def main():
             if rep % 2:
                 order.reverse()
             for lb, b in order:
-                got, tl = one_build(a, daemons, lb, os.path.join(b, "fs/dlfsd"), envs[lb], data, names, filler,
-                                    a.perf, rep)
+                got, tl = one_build(a, daemons, lb, os.path.join(b, "fs/dlfsd"), envs[lb], flags[lb], data, names,
+                                    filler, a.perf, rep)
                 for ph, v in got.items():
                     runs[f"{lb}:{ph}"].append(v)
                 timelines[lb].append(tl)
@@ -315,11 +318,12 @@ def main():
     print(f"{nfiles} files of {a.file_size >> 10} KiB, {a.readers} readers, shuffled, medians of {a.repeat}")
     print(f"{'build':<40} {'phase':<9} {'GB/s':>6} {'cpu s':>6}")
     print(f"{'(backend directory)':<40} {'backend':<9} {med['backend']:6.2f}")
-    result = {"config": vars(a), "builds": dict(zip(labels, builds)), "envs": envs, "runs": runs, "median_gbps": med,
+    result = {"config": vars(a), "builds": dict(zip(labels, builds)), "envs": envs, "flags": flags, "runs": runs, "median_gbps": med,
               "median_cpu_s": cpu, "timelines": timelines, "ratios": {}}
     for lb, b in zip(labels, builds):
         for ph in phases[1:]:
-            name = (b + "::" + ",".join(f"{k}={v}" for k, v in envs[lb].items())) if envs[lb] else b
+            extra = [f"{k}={v}" for k, v in envs[lb].items()] + flags[lb]
+            name = (b + "::" + ",".join(extra)) if extra else b
             print(f"{name[-40:]:<40} {ph:<9} {med[f'{lb}:{ph}']:6.2f} {cpu[f'{lb}:{ph}']:6.2f}")
         r = {"loading_over_backend": med[f"{lb}:loading"] / med["backend"]}
         if not a.loading_only:
