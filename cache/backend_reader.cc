@@ -6,6 +6,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 
 namespace dlfs::cache {
@@ -32,14 +34,14 @@ bool probe_openat2(int root) {
 
 // Pre-openat2 kernels: walk the path one component at a time, refusing
 // symlinks at every step. Manifest paths are canonical (no "." or "..").
-int open_by_walking(int root, const std::string& path) {
+int open_by_walking(int root, const std::string& path, int file_flags) {
   UniqueFd dir;
   int at = root;
   size_t begin = 0;
   for (;;) {
     size_t slash = path.find('/', begin);
     std::string part = path.substr(begin, slash == std::string::npos ? std::string::npos : slash - begin);
-    if (slash == std::string::npos) return ::openat(at, part.c_str(), kFileFlags);
+    if (slash == std::string::npos) return ::openat(at, part.c_str(), file_flags);
     int fd = ::openat(at, part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return -1;
     dir.reset(fd);
@@ -74,10 +76,10 @@ Status BackendReader::changed(uint32_t file, const std::string& path, const std:
   return changed_error(path, what);
 }
 
-Result<UniqueFd> BackendReader::open_file(uint32_t file, const std::string& path) const {
-  int fd = use_openat2_
-               ? sys_openat2(root_.get(), path.c_str(), kFileFlags, RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH)
-               : open_by_walking(root_.get(), path);
+Result<UniqueFd> BackendReader::open_file(uint32_t file, const std::string& path, bool direct) const {
+  const int flags = kFileFlags | (direct ? O_DIRECT : 0);
+  int fd = use_openat2_ ? sys_openat2(root_.get(), path.c_str(), flags, RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH)
+                        : open_by_walking(root_.get(), path, flags);
   if (fd < 0) {
     int err = errno;
     // ELOOP: the file or a directory above it is a symlink now (O_NOFOLLOW /
@@ -100,31 +102,75 @@ Status BackendReader::check_pin(uint32_t file, const std::string& path, int fd) 
   return what.empty() ? Status::ok() : changed(file, path, what);
 }
 
+bool BackendReader::direct_fits(uint64_t offset, std::span<std::byte> out) const {
+  return direct_ok_.load(std::memory_order_relaxed) && out.size() >= kDirectAlign && offset % kDirectAlign == 0 &&
+         reinterpret_cast<uintptr_t>(out.data()) % kDirectAlign == 0;
+}
+
+Result<size_t> BackendReader::pread_buffered(int fd, uint64_t offset, std::span<std::byte> out,
+                                              const std::string& path) const {
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::from_errno(errno, quoted(path) + " read failed at offset " + std::to_string(offset + done));
+    }
+    if (n == 0) break;  // the file shrank under the read: the pin check names the change
+    done += static_cast<size_t>(n);
+  }
+  return done;
+}
+
+// O_DIRECT: the whole aligned blocks straight into `out` (the device writes
+// them there, no page-cache copy), the last partial block through a small
+// aligned bounce. EINVAL: this file system refuses direct I/O here.
+Result<size_t> BackendReader::pread_direct(int fd, uint64_t offset, std::span<std::byte> out,
+                                            const std::string& path) const {
+  const size_t body = out.size() / kDirectAlign * kDirectAlign;
+  auto done = pread_buffered(fd, offset, out.first(body), path);
+  if (!done || *done < body || body == out.size()) return done;
+  alignas(kDirectAlign) std::byte block[kDirectAlign];
+  auto tail = pread_buffered(fd, offset + body, std::span<std::byte>(block, kDirectAlign), path);
+  if (!tail) return tail;
+  const size_t n = std::min(*tail, out.size() - body);
+  std::memcpy(out.data() + body, block, n);
+  return body + n;
+}
+
 Status BackendReader::read_file(uint32_t file, uint64_t offset, std::span<std::byte> out, CacheUse use) const {
   if (out.empty()) return Status::ok();
   std::string path = manifest_.file_path(file);
   if (changed_.contains(file))  // known: no syscall, and never bytes of another version
     return changed_error(path, changed_.what(file));
   RequestGate::Ticket ticket(gate_);  // the open counts: on a parallel FS it is a metadata request
-  auto fd = open_file(file, path);
-  if (!fd) return fd.status();
-  size_t done = 0;
-  while (done < out.size()) {
-    ssize_t n = ::pread(fd->get(), out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::from_errno(errno, quoted(path) + " read failed at offset " + std::to_string(offset + done));
-    }
-    if (n == 0) break;  // the file shrank under the read: the check below names the change
-    done += static_cast<size_t>(n);
+  // Bytes not to be kept in the page cache: read them past it where the
+  // file system allows (the caller holds them; no copy, no pages to drop).
+  bool direct = use == CacheUse::drop && direct_fits(offset, out);
+  auto fd = open_file(file, path, direct);
+  if (!fd && direct && fd.status().err() == EINVAL) {  // tmpfs and others: no O_DIRECT at all
+    direct_ok_.store(false, std::memory_order_relaxed);
+    direct = false;
+    fd = open_file(file, path, false);
   }
+  if (!fd) return fd.status();
+  auto done = direct ? pread_direct(fd->get(), offset, out, path) : pread_buffered(fd->get(), offset, out, path);
+  if (!done && direct && done.status().err() == EINVAL) {  // an alignment this file system refuses
+    direct_ok_.store(false, std::memory_order_relaxed);
+    direct = false;
+    fd = open_file(file, path, false);
+    if (!fd) return fd.status();
+    done = pread_buffered(fd->get(), offset, out, path);
+  }
+  if (!done) return done.status();
+  if (direct) direct_reads_.fetch_add(1, std::memory_order_relaxed);
   // A rewrite while we read moved mtime (or size) before its bytes landed:
   // what we read is the pinned version only if the file still matches.
   DLFS_RETURN_IF_ERROR(check_pin(file, path, fd->get()));
   // Advice only: a failure changes nothing about the bytes read.
-  if (use == CacheUse::drop)
-    (void)::posix_fadvise(fd->get(), static_cast<off_t>(offset), static_cast<off_t>(done), POSIX_FADV_DONTNEED);
-  if (done < out.size())  // never hand out zero-filled bytes as data
+  if (use == CacheUse::drop && !direct)
+    (void)::posix_fadvise(fd->get(), static_cast<off_t>(offset), static_cast<off_t>(*done), POSIX_FADV_DONTNEED);
+  if (*done < out.size())  // never hand out zero-filled bytes as data
     return Status(EIO, quoted(path) + " is shorter than when scanned (wanted " + std::to_string(out.size()) +
                            " bytes at offset " + std::to_string(offset) + ")");
   return Status::ok();

@@ -16,6 +16,7 @@
 // Thread safety: all methods may be called concurrently.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -30,13 +31,20 @@
 
 namespace dlfs::cache {
 
-// What a read leaves in the kernel's page cache. `drop`: the bytes read are
-// evicted from it afterwards (POSIX_FADV_DONTNEED on the file range, after
-// the pin check): for a loader that keeps them in its own memory, so the
-// node does not hold them twice and the pages are free for reuse at once.
-// Only clean pages that no one else has mapped are dropped; others' later
-// reads of those files go to the device again.
+// What a read leaves in the kernel's page cache. `drop`: nothing: for a
+// loader that keeps the bytes in its own memory, or a read of bytes it will
+// soon hold, so that the node does not hold them twice. Where the file
+// offset and the destination are 4 KiB-aligned the read bypasses the page
+// cache (O_DIRECT: the device writes into the destination, no copy by the
+// CPU, no pages to free); otherwise it is an ordinary read whose pages are
+// evicted afterwards (POSIX_FADV_DONTNEED, after the pin check: only clean
+// pages no one else has mapped go). A file system that refuses O_DIRECT
+// (tmpfs) is read the ordinary way from then on.
 enum class CacheUse { keep, drop };
+
+// Alignment of a direct read: file offset, destination and length (the
+// tail goes through a bounce block). 4 KiB suits every block size here.
+inline constexpr size_t kDirectAlign = 4096;
 
 class BackendReader {
  public:
@@ -55,6 +63,10 @@ class BackendReader {
 
   const provenance::Manifest& manifest() const { return manifest_; }
   const RequestGate& gate() const { return gate_; }
+  // Reads that went past the page cache (O_DIRECT), for stats and tests.
+  uint64_t direct_reads() const { return direct_reads_.load(std::memory_order_relaxed); }
+  // Whether O_DIRECT is still tried (false once the file system refused it).
+  bool direct_io() const { return direct_ok_.load(std::memory_order_relaxed); }
   // The files found changed since the scan (by reads, or by verify).
   const ChangedFiles& changed_files() const { return changed_; }
   // Marks `file` changed for a reason found outside a read (verify compared
@@ -70,7 +82,12 @@ class BackendReader {
         changed_(m.file_count(), std::move(label)) {}
   // Opens a regular file below the root without following any symlink and
   // checks it against the pin.
-  Result<UniqueFd> open_file(uint32_t file, const std::string& path) const;
+  Result<UniqueFd> open_file(uint32_t file, const std::string& path, bool direct) const;
+  // Whether a drop read of `out` at `offset` can go direct (aligned, O_DIRECT not refused).
+  bool direct_fits(uint64_t offset, std::span<std::byte> out) const;
+  // Bytes read into `out` (fewer at EOF), or the error naming the file.
+  Result<size_t> pread_buffered(int fd, uint64_t offset, std::span<std::byte> out, const std::string& path) const;
+  Result<size_t> pread_direct(int fd, uint64_t offset, std::span<std::byte> out, const std::string& path) const;
   // EIO unless the open file is still the one scanned (marks it changed).
   Status check_pin(uint32_t file, const std::string& path, int fd) const;
   // Marks the file changed; the EIO a read of it returns.
@@ -80,6 +97,8 @@ class BackendReader {
   bool use_openat2_;  // kernel has openat2 (else: walk components with O_NOFOLLOW)
   mutable RequestGate gate_;
   mutable ChangedFiles changed_;
+  mutable std::atomic<bool> direct_ok_{true};
+  mutable std::atomic<uint64_t> direct_reads_{0};
 };
 
 }  // namespace dlfs::cache

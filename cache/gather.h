@@ -35,10 +35,14 @@ class Gather {
     release();
     iov_.clear();
     used_ = 0;
+    padding_ = 0;
     bytes_ = 0;
     if (cap_ < size + 4096) {
       cap_ = size + 4096;
-      arena_ = std::make_unique_for_overwrite<std::byte[]>(cap_);
+      // 2 x kArenaAlign more: room to start the arena aligned, and for the
+      // padding of alloc_aligned (kArenaAlign at most per reply).
+      arena_ = std::make_unique_for_overwrite<std::byte[]>(cap_ + 2 * kArenaAlign);
+      base_ = arena_.get() + (kArenaAlign - reinterpret_cast<uintptr_t>(arena_.get()) % kArenaAlign) % kArenaAlign;
     }
     if (iov_.capacity() < kMaxIov) iov_.reserve(kMaxIov);
   }
@@ -54,10 +58,21 @@ class Gather {
   }
   // n bytes of arena to fill in place (added to the reply now).
   std::byte* alloc(size_t n) {
-    std::byte* dst = arena_.get() + used_;
+    std::byte* dst = base_ + used_;
     used_ += n;
     push(dst, n);
     return dst;
+  }
+
+  // The same, starting at a kArenaAlign boundary (a direct backend read can
+  // land there, cache/backend_reader.h); unaligned when the padding does not
+  // fit (then the read takes the ordinary path).
+  std::byte* alloc_aligned(size_t n) {
+    const size_t pad = (kArenaAlign - used_ % kArenaAlign) % kArenaAlign;
+    if (padding_ + pad > kArenaAlign) return alloc(n);  // the arena has kArenaAlign spare for padding
+    padding_ += pad;
+    used_ += pad;
+    return alloc(n);
   }
 
   // The pin of round `round` of `epoch` if this reply holds it: consecutive
@@ -94,8 +109,11 @@ class Gather {
   std::vector<RoundPipeline::Pin> pins_;
   uint64_t pin_epoch_ = 0;
   uint32_t pin_round_ = 0;
+  static constexpr size_t kArenaAlign = 4096;
   std::unique_ptr<std::byte[]> arena_;
+  std::byte* base_ = nullptr;  // arena_, rounded up to kArenaAlign
   size_t cap_ = 0, used_ = 0, bytes_ = 0;
+  size_t padding_ = 0;  // arena bytes skipped by alloc_aligned in this reply
 };
 
 }  // namespace dlfs::cache

@@ -54,7 +54,8 @@ Status SampleReader::read_bytes(uint64_t offset, uint64_t length, Gather& out, R
       count(c.memory_bytes, n);
     } else {
       note_if_local_miss(buffer_, pos);
-      DLFS_RETURN_IF_ERROR(fetcher_.read(pos, std::span<std::byte>(out.alloc(n), n)));
+      // Aligned: a backend read of a raw file at a page offset can go direct.
+      DLFS_RETURN_IF_ERROR(fetcher_.read(pos, std::span<std::byte>(out.alloc_aligned(n), n)));
       count(c.fetched_reads, 1);
       count(c.fetched_bytes, n);
     }

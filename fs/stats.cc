@@ -63,6 +63,8 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed) {
   j["changed_files"] = changed_files_json(changed.count(), changed.first(kStatusChangedListed));
   const auto& gate = d.backend().gate();
   j["backend_requests"] = {{"limit", gate.limit()}, {"peak", gate.peak()}, {"waits", gate.waits()}};
+  // Reads that bypass the page cache (cache/backend_reader.h, CacheUse::drop).
+  j["backend_direct_io"] = {{"in_use", d.backend().direct_io()}, {"reads", d.backend().direct_reads()}};
   if (const provenance::LmdbInfo* l = m.lmdb()) {
     // Where the value locations came from, and how often a failed read check
     // made the daemon correct them from the tree (0 when the sidecar was right).

@@ -46,7 +46,30 @@ rounds=$(stat_field "$WORK/mnt2" 's["datasets"][0]["plan"]["rounds_per_epoch"]')
 kill -0 "$DAEMON_PID" || fail "dlfsd died"
 stop_daemon "$DAEMON_PID" "$WORK/mnt2"
 
-for kind in eio short delay; do
+log "direct I/O: the loader reads aligned files past the page cache; where the file system refuses, the ordinary way"
+"$PYTHON" "$GEN_DATASET" files "$WORK/aligned" --count 16 --size 64K --dirs 2 --seed 19 >/dev/null
+DAEMON_WRAP=()
+start_daemon "$WORK/mnt3" "$WORK/d3.log" --backend "$WORK/aligned" --name ds --extent-size 256KiB
+wait_loaded "$WORK/mnt3"
+[ "$(stat_field "$WORK/mnt3" 's["datasets"][0]["load"]["state"]')" = done ] || fail "load of the aligned dataset failed"
+[ "$(stat_field "$WORK/mnt3" 's["datasets"][0]["backend_direct_io"]["in_use"]')" = True ] ||
+  fail "O_DIRECT not in use on $(findmnt -n -o FSTYPE -T "$WORK/aligned")"
+direct=$(stat_field "$WORK/mnt3" 's["datasets"][0]["backend_direct_io"]["reads"]')
+[ "$direct" -ge 16 ] || fail "only $direct direct reads for 16 aligned files"
+same_tree "$WORK/aligned" "$WORK/mnt3/ds/raw"
+stop_daemon "$DAEMON_PID" "$WORK/mnt3"
+DAEMON_WRAP=(env LD_PRELOAD="$FAULTY_BACKEND" DLFS_FAULT_NO_DIRECT="$WORK/aligned/*" DLFS_FAULT_LOG="$WORK/faults.log")
+start_daemon "$WORK/mnt4" "$WORK/d4.log" --backend "$WORK/aligned" --name ds --extent-size 256KiB
+wait_loaded "$WORK/mnt4"
+[ "$(stat_field "$WORK/mnt4" 's["datasets"][0]["load"]["state"]')" = done ] ||
+  fail "a file system without direct I/O failed the load"
+[ "$(stat_field "$WORK/mnt4" 's["datasets"][0]["backend_direct_io"]["in_use"]')" = False ] ||
+  fail "O_DIRECT still tried after the file system refused it"
+same_tree "$WORK/aligned" "$WORK/mnt4/ds/raw"
+stop_daemon "$DAEMON_PID" "$WORK/mnt4"
+log "direct I/O: $direct direct reads; refused: $(grep -c '^nodirect ' "$WORK/faults.log") refusal(s), every byte right"
+
+for kind in eio short delay nodirect; do
   grep -q "^$kind " "$WORK/faults.log" || fail "no '$kind' fault was injected: the shim did not take"
 done
 log "ok ($(grep -c '^eio ' "$WORK/faults.log") EIO, $(grep -c '^short ' "$WORK/faults.log") short, $(grep -c '^delay ' "$WORK/faults.log") slow preads injected)"

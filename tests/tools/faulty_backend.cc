@@ -11,6 +11,9 @@
 //                                 was asked (at least 1 byte): callers must loop
 //   DLFS_FAULT_DELAY=PATTERN      every pread first sleeps DLFS_FAULT_DELAY_MS
 //                                 (default 20) milliseconds
+//   DLFS_FAULT_NO_DIRECT=PATTERN  a pread on an fd opened with O_DIRECT fails
+//                                 with EINVAL, as on a file system that has
+//                                 no direct I/O (or not at that alignment)
 // With DLFS_FAULT_LOG=FILE every fault injected appends a line to FILE.
 // Both symbols are defined below; the build's large-file mode would rename
 // pread to pread64 in the headers and make them one.
@@ -61,6 +64,11 @@ ssize_t faulty_pread(pread_fn real, int fd, void* buf, size_t count, off_t offse
   if (matches(path, "DLFS_FAULT_EIO")) {
     note("eio", path);
     errno = EIO;
+    return -1;
+  }
+  if ((fcntl(fd, F_GETFL) & O_DIRECT) != 0 && matches(path, "DLFS_FAULT_NO_DIRECT")) {
+    note("nodirect", path);
+    errno = EINVAL;
     return -1;
   }
   if (matches(path, "DLFS_FAULT_DELAY")) {
