@@ -82,19 +82,27 @@ bool on_tmpfs(const std::string& path) {
   return ::statfs(path.c_str(), &s) == 0 && s.f_type == 0x01021994;  // TMPFS_MAGIC
 }
 
-// One file of `size` random bytes, scanned.
-std::unique_ptr<test::Dataset> one_file(TempDir& tmp, size_t size, uint64_t seed = 1) {
-  std::mt19937_64 rng(seed);
-  test::write_file(tmp / "data" / "f.bin", test::random_bytes(rng, size));
-  return test::scan((tmp / "data").string());
-}
+// A temporary directory where O_DIRECT works, and one scanned file in it.
+class BackendDirect : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (on_tmpfs(tmp_.path())) GTEST_SKIP() << "the temporary directory is on tmpfs (no O_DIRECT before Linux 6.6)";
+  }
+  // One file of `size` random bytes, scanned (with its reader).
+  std::unique_ptr<test::Dataset> one_file(size_t size) {
+    std::mt19937_64 rng(1);
+    test::write_file(tmp_ / "data" / "f.bin", test::random_bytes(rng, size));
+    auto d = test::scan((tmp_ / "data").string());
+    EXPECT_TRUE(d && d->reader);
+    return d && d->reader ? std::move(d) : nullptr;
+  }
+  TempDir tmp_;
+};
 
-TEST(BackendDirect, AlignedDropReadsGoPastThePageCacheWithTheRightBytes) {
-  TempDir tmp;
-  if (on_tmpfs(tmp.path())) GTEST_SKIP() << "the temporary directory is on tmpfs (no O_DIRECT)";
+TEST_F(BackendDirect, AlignedDropReadsGoPastThePageCacheWithTheRightBytes) {
   const size_t size = 3 * kA + 100;  // a partial last block: the bounce
-  auto d = one_file(tmp, size);
-  ASSERT_TRUE(d && d->reader);
+  auto d = one_file(size);
+  ASSERT_TRUE(d);
   const std::string path = d->path_of(0);
   evict(path);
   ASSERT_EQ(cached_pages(path), 0u);
@@ -113,12 +121,10 @@ TEST(BackendDirect, AlignedDropReadsGoPastThePageCacheWithTheRightBytes) {
   EXPECT_EQ(d->reader->direct_reads(), 2u);
 }
 
-TEST(BackendDirect, UnalignedOrKeptReadsTakeTheOrdinaryPath) {
-  TempDir tmp;
-  if (on_tmpfs(tmp.path())) GTEST_SKIP() << "the temporary directory is on tmpfs (no O_DIRECT)";
+TEST_F(BackendDirect, UnalignedOrKeptReadsTakeTheOrdinaryPath) {
   const size_t size = 5 * kA;
-  auto d = one_file(tmp, size);
-  ASSERT_TRUE(d && d->reader);
+  auto d = one_file(size);
+  ASSERT_TRUE(d);
   Aligned buf(size);
   // Unaligned destination, unaligned offset, a read smaller than a block, and a kept read.
   ASSERT_TRUE(d->reader->read_file(0, 0, buf.span(8).first(2 * kA), CacheUse::drop).is_ok());
@@ -133,12 +139,10 @@ TEST(BackendDirect, UnalignedOrKeptReadsTakeTheOrdinaryPath) {
   EXPECT_GT(cached_pages(d->path_of(0)), 0u) << "the kept read should have left its pages";
 }
 
-TEST(BackendDirect, AFileShortenedAfterTheScanIsAnErrorNamingItNeverZeros) {
-  TempDir tmp;
-  if (on_tmpfs(tmp.path())) GTEST_SKIP() << "the temporary directory is on tmpfs (no O_DIRECT)";
+TEST_F(BackendDirect, AFileShortenedAfterTheScanIsAnErrorNamingItNeverZeros) {
   const size_t size = 4 * kA;
-  auto d = one_file(tmp, size);
-  ASSERT_TRUE(d && d->reader);
+  auto d = one_file(size);
+  ASSERT_TRUE(d);
   fs::resize_file(d->path_of(0), 2 * kA + 10);
   Aligned buf(size);
   Status s = d->reader->read_file(0, 0, buf.span(), CacheUse::drop);
