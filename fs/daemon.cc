@@ -191,6 +191,7 @@ int Daemon::run() {
   fuse_loop_cfg_set_clone_fd(loop, 1);
   fuse_loop_cfg_set_max_threads(loop, config_.fuse_threads);
   fuse_loop_cfg_set_idle_threads(loop, std::max(2u, config_.fuse_threads / 2));
+  in_loop_ = true;  // from here the waker's signals go to a thread waiting in the loop
   int rc = fuse_session_loop_mt(session_, loop);
   fuse_loop_cfg_destroy(loop);
   stop_waker();
@@ -297,7 +298,9 @@ void Daemon::end_session() {
   if (loop_ended_ || waker_.joinable()) return;
   waker_ = std::thread([this] {
     while (!loop_ended_.load()) {
-      ::pthread_kill(main_thread_, SIGUSR1);
+      // Before the loop there is nothing to wake (it sees the exit at once),
+      // and a signal could cut short a system call of the mount.
+      if (in_loop_.load()) ::pthread_kill(main_thread_, SIGUSR1);
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   });

@@ -91,6 +91,7 @@ class Daemon final : public ControlHandler {
   // another signal woke it) and be lost. Started by end_session(), joined by run().
   std::mutex waker_mu_;
   std::atomic<bool> loop_ended_{false};  // set under waker_mu_
+  std::atomic<bool> in_loop_{false};     // the main thread is entering or in the session loop
   std::thread waker_;
 };
 
