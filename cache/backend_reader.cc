@@ -147,18 +147,20 @@ Status BackendReader::read_file(uint32_t file, uint64_t offset, std::span<std::b
   // Bytes not to be kept in the page cache: read them past it where the
   // file system allows (the caller holds them; no copy, no pages to drop).
   bool direct = use == CacheUse::drop && direct_fits(offset, out);
-  auto fd = open_file(file, path, direct);
-  if (!fd && direct && fd.status().err() == EINVAL) {  // tmpfs and others: no O_DIRECT at all
+  // EINVAL from the open or the read: the file system has no O_DIRECT (or
+  // not at this alignment): the ordinary way, now and from now on.
+  auto refused = [&](const Status& s) { return direct && s.err() == EINVAL; };
+  auto give_up_direct = [&] {
     direct_ok_.store(false, std::memory_order_relaxed);
     direct = false;
-    fd = open_file(file, path, false);
-  }
+    return open_file(file, path, false);
+  };
+  auto fd = open_file(file, path, direct);
+  if (!fd && refused(fd.status())) fd = give_up_direct();
   if (!fd) return fd.status();
   auto done = direct ? pread_direct(fd->get(), offset, out, path) : pread_buffered(fd->get(), offset, out, path);
-  if (!done && direct && done.status().err() == EINVAL) {  // an alignment this file system refuses
-    direct_ok_.store(false, std::memory_order_relaxed);
-    direct = false;
-    fd = open_file(file, path, false);
+  if (!done && refused(done.status())) {
+    fd = give_up_direct();
     if (!fd) return fd.status();
     done = pread_buffered(fd->get(), offset, out, path);
   }
