@@ -240,8 +240,8 @@ def main():
     ap.add_argument("--build", action="append",
                     help="meson build directory (repeatable: each is measured in the same repetitions; "
                          "default: this tree's build); DIR::VAR=VALUE[,...] runs its daemon with that "
-                         "environment, DIR::--flag[,...] with those dlfsd flags "
-                         "environment too (the same build under two settings)")
+                         "environment too, DIR::--flag[,...] with those dlfsd flags too (the same build "
+                         "under two settings); items of both kinds may be mixed")
     ap.add_argument("--workdir", default="/tmp/dlfs-load-bench")
     ap.add_argument("--size", type=size_arg, default=4 << 30, help="dataset bytes (default 4G)")
     ap.add_argument("--file-size", type=size_arg, default=256 << 10, help="bytes per file (default 256K)")
@@ -271,9 +271,10 @@ def main():
         builds[i] = b
         items = [kv for kv in extra.split(",") if kv]
         flags[f"b{i}"] = [kv for kv in items if kv.startswith("--")]
-        envs[f"b{i}"] = dict(kv.split("=", 1) for kv in items if not kv.startswith("--"))
-        if any(not k for k in envs[f"b{i}"]) or any("=" not in kv for kv in items if not kv.startswith("--")):
+        env_items = [kv for kv in items if not kv.startswith("--")]
+        if any("=" not in kv or kv.startswith("=") for kv in env_items):
             sys.exit(f"load_bench.py: --build {b}::{extra}: expected VAR=VALUE or --flag items, comma-separated")
+        envs[f"b{i}"] = dict(kv.split("=", 1) for kv in env_items)
         if not os.access(os.path.join(b, "fs/dlfsd"), os.X_OK):
             sys.exit(f"load_bench.py: {b}/fs/dlfsd not built (ninja -C {b})")
         labels.append(f"b{len(labels)}")
