@@ -102,7 +102,7 @@ log "tmpfs refused and left mounted: $(echo "$SECOND_OUT" | tail -1)"
 # mount and rejoins as a new session, and both survivors read its stripe from
 # its memory again: nothing of theirs was left wedged.
 export UCX_TLS=${DLFS_CRASH_UCX_TLS:-posix,cma,sysv,tcp} UCX_WARN_UNUSED_ENV_VARS=n
-PORT_BASE=$((20000 + RANDOM % 20000))
+PORT_BASE=$(free_port_base 3)
 PEERS=127.0.0.1:$PORT_BASE,127.0.0.1:$((PORT_BASE + 1)),127.0.0.1:$((PORT_BASE + 2))
 make_token "$WORK/token"
 # node_args I: node I's dlfsd arguments (the same at the restart), in NODE_ARGS.

@@ -11,7 +11,7 @@
 source "$(dirname "$0")/lib.sh"
 require_fuse
 N=3
-PORT_BASE=$((20000 + RANDOM % 20000))
+PORT_BASE=$(free_port_base $N)
 ABUSE="$(dirname "$0")/port_abuse.py"
 
 "$PYTHON" "$GEN_DATASET" files "$WORK/data" --count 600 --size 30K --size-jitter 0.9 --dirs 4 --seed 8 >/dev/null

@@ -63,7 +63,7 @@ stop_daemon "$DAEMON_PID" "$WORK/mnt"
 
 # 4. Striped over two daemons on this host (UCX over shared memory): both
 #    serve every view right, the other stripe from the peer's memory.
-PB=$((20000 + RANDOM % 20000))
+PB=$(free_port_base 2)
 PEERS="127.0.0.1:$PB,127.0.0.1:$((PB + 1))"
 make_token "$WORK/token"
 export UCX_TLS=posix,cma,sysv,tcp UCX_WARN_UNUSED_ENV_VARS=n

@@ -18,7 +18,7 @@ source "$(dirname "$0")/netns_lib.sh"
 require_fuse
 command -v nsenter >/dev/null || skip "nsenter (util-linux) not installed"
 N=3
-PORT_BASE=$((20000 + RANDOM % 20000))
+PORT_BASE=$(free_port_base $N)
 
 "$PYTHON" "$GEN_DATASET" files "$WORK/data" --count 900 --size 30K --size-jitter 0.9 --dirs 6 --seed 4 >/dev/null
 make_token "$WORK/token"

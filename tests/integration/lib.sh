@@ -137,6 +137,25 @@ stop_daemon() {
   if grep -q " $mnt fuse" /proc/mounts; then fail "$mnt still mounted after dlfsd exited"; fi
 }
 
+# free_port_base N: a port P such that no TCP socket (any state) uses P to
+# P+N-1, below the kernel's ephemeral range: a port inside it can be taken by
+# any outgoing connection between this check and a daemon's bind (that made
+# slurmd fail to bind once).
+free_port_base() {
+  local n=${1:-1} p lo hi i busy
+  read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || lo=32768
+  [ "${lo:-0}" -gt $((12000 + n)) ] || lo=32768  # a range starting low: the classic bound
+  for _ in $(seq 1 50); do
+    p=$((10000 + RANDOM % (lo - 10000 - n)))
+    busy=
+    for ((i = 0; i < n; i++)); do
+      [ -n "$(ss -Htan "sport = :$((p + i))" 2>/dev/null)" ] && { busy=1; break; }
+    done
+    [ -z "$busy" ] && { echo "$p"; return 0; }
+  done
+  fail "no $n free TCP ports in a row found below $lo"
+}
+
 # stat_field MNT PYTHON-EXPR: evaluates an expression over the stats JSON `s`.
 stat_field() {
   "$PYTHON" -c 'import json,sys; s=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1/.dlfs/stats" "$2"

@@ -28,16 +28,6 @@ slurm_install() {
     { tail -5 "$WORK/apt.log" >&2; skip "could not install ${missing[*]} (apt-get failed, above)"; }
 }
 
-# free_port_pair: a port P such that P and P+1 have no TCP listener.
-free_port_pair() {
-  local p
-  for _ in $(seq 1 50); do
-    p=$((30000 + RANDOM % 25000))
-    ss -Htln "( sport = :$p or sport = :$((p + 1)) )" 2>/dev/null | grep -q . || { echo "$p"; return 0; }
-  done
-  fail "no free TCP port pair found for Slurm"
-}
-
 # slurm_tails: the end of each daemon's log, for a skip or a failure.
 slurm_tails() {
   local f
@@ -92,7 +82,7 @@ EOF
 # slurm_up: munged, slurmctld and slurmd, then waits (bounded) until the node
 # is idle. Skips (77), with the daemons' log tails, where they cannot start.
 slurm_up() {
-  local node key
+  local node key port
   node=$(hostname -s)
   # munged wants every directory above its socket searchable by all, and its
   # key readable by its owner only.
@@ -103,7 +93,8 @@ slurm_up() {
   key=$SLURM_DIR/munge/munge.key
   (umask 077 && head -c 1024 /dev/urandom >"$key")
   export SLURM_CONF=$SLURM_DIR/slurm.conf
-  slurm_write_conf "$node" "$(free_port_pair)"
+  port=$(free_port_base 2)  # slurmctld, slurmd
+  slurm_write_conf "$node" "$port"
   CLEANUP_HOOKS+=("slurm_down")
 
   munged -F --key-file="$key" --socket="$SLURM_DIR/msock/munge.sock" --log-file="$SLURM_DIR/log/munged.log" \
