@@ -22,9 +22,15 @@ change) run in the same repetitions, alternating which goes first.
 
 --loading-only runs phases a and b only (the load; minutes shorter).
 
+--backend nfs serves the dataset over NFS on loopback (tools/bench/nfs_backend.py:
+the kernel's nfsd and client where the kernel has them, else nfs-ganesha and the
+build's libnfs FUSE client), torn down afterwards: phase a reads the NFS mount, and
+dlfsd's backend is the NFS mount, as on a cluster whose dataset lives on NFS.
+--latency-ms adds a round-trip delay to every NFS RPC (tc netem).
+
 usage: load_bench.py [--build DIR]... [--workdir DIR] [--size 4G] [--file-size 256K]
                      [--readers 4] [--repeat 3] [--filler 4G] [--loading-only] [--quick] [--perf DIR]
-                     [--json FILE]
+                     [--backend local|nfs] [--nfs-vers 4.2] [--latency-ms 0] [--json FILE]
 """
 import argparse
 import json
@@ -38,7 +44,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import nfs_backend  # noqa: E402
 import run_bench  # noqa: E402
+import teardown  # noqa: E402
 from run_bench import Daemons, SRC, dlfs_loaded, dlfs_stats, drop_caches, ensure_dataset, log, size_arg  # noqa: E402
 
 PHASES = ("backend", "loading", "resident", "pressure")
@@ -214,7 +222,7 @@ def one_build(a, daemons, label, dlfsd, env, extra_args, data, names, filler, pe
     load_done = watch.get("done_s")
     line = " ".join(f"{x:.2f}" for x in tl)
     done_text = f"load done at {load_done:.1f}s" if load_done is not None else "load not seen done"
-    log(f"{label} rep {rep} loading: {out['loading'][0]:.2f} GB/s over {secs:.1f}s, daemon cpu "
+    log(f"{label} rep {rep} loading: {out['loading'][0]:.3f} GB/s over {secs:.1f}s, daemon cpu "
         f"{out['loading'][1]:.2f}s; {done_text}")
     log(f"{label} rep {rep} loading timeline (GB/s per second): {line}")
     daemon_line = load_done_line(os.path.join(w, f"dlfsd-load-{label}.log"))
@@ -230,7 +238,7 @@ def one_build(a, daemons, label, dlfsd, env, extra_args, data, names, filler, pe
         nbytes, secs, _ = read_all(raw, names, a.readers, a.file_size)
         out[phase] = (nbytes / secs / 1e9, cpu_seconds(p.pid) - cpu0)
         perf.stop()
-        log(f"{label} rep {rep} {phase}: {out[phase][0]:.2f} GB/s, daemon cpu {out[phase][1]:.2f}s")
+        log(f"{label} rep {rep} {phase}: {out[phase][0]:.3f} GB/s, daemon cpu {out[phase][1]:.2f}s")
     daemons.stop_all()
     return out, {"timeline_gbps": tl, "load_done_s": load_done, "seconds": secs}
 
@@ -254,8 +262,17 @@ def main():
     ap.add_argument("--perf", help="directory for perf record -g of the daemon in each phase")
     ap.add_argument("--loading-only", action="store_true", help="phases a and b only (backend, loading)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 64 MiB dataset and filler, one repetition")
+    ap.add_argument("--backend", choices=["local", "nfs"], default="local",
+                    help="where the dataset lives: the local directory (default) or an NFS mount of it over "
+                         "loopback, made and torn down here (tools/bench/nfs_backend.py)")
+    ap.add_argument("--nfs-vers", default="4.2", choices=["4.2", "4.1", "4", "3"],
+                    help="NFS version of the kernel client (--backend nfs; the ganesha mode speaks 4.0)")
+    ap.add_argument("--latency-ms", type=float, default=0.0,
+                    help="added NFS round-trip latency in ms, tc netem in a network namespace (--backend nfs)")
     ap.add_argument("--json", help="write the results here too")
     a = ap.parse_args()
+    if a.latency_ms < 0 or (a.latency_ms > 0 and a.backend != "nfs"):
+        sys.exit("load_bench.py: --latency-ms takes a value >= 0 and applies to --backend nfs only")
     if a.quick:
         a.size, a.filler, a.repeat = 64 << 20, 64 << 20, 1
         run_bench.SETTLE_S = 0.2
@@ -286,6 +303,12 @@ def main():
     filler = [] if a.loading_only else ensure_filler(a.workdir, a.filler)
     phases = LOADING_PHASES if a.loading_only else PHASES
     files = list_files(data)
+    nfs_client = os.path.join(builds[0], "tools/bench/dlfs-bench-nfsmount")
+    if a.backend == "nfs":
+        reason = nfs_backend.unavailable_reason(a.latency_ms, nfs_client)
+        if reason:
+            print(f"load_bench.py: NFS backend unavailable: {reason}", file=sys.stderr)
+            sys.exit(77)
 
     runs = {"backend": []}
     for lb in labels:
@@ -293,39 +316,52 @@ def main():
             runs[f"{lb}:{ph}"] = []
     timelines = {lb: [] for lb in labels}
     daemons = Daemons()
+    nfs = None
+    teardown.exit_on_signals()
     try:
+        root = data  # what phase a reads and dlfsd's --backend
+        if a.backend == "nfs":
+            nfs = nfs_backend.NfsMount(data, os.path.join(a.workdir, "mnt-nfs"), a.nfs_vers, a.latency_ms, nfs_client)
+            nfs.__enter__()  # left in `finally`; a failed __enter__ has undone its own steps
+            root = nfs.mountpoint
+            log(f"backend: NFS mount {root} ({nfs.options})")
         for rep in range(a.repeat):
             names = files[:]
             random.Random(a.seed + rep).shuffle(names)
             drop_caches()
-            nbytes, secs, _ = read_all(data, names, a.readers, a.file_size)
+            nbytes, secs, _ = read_all(root, names, a.readers, a.file_size)
             runs["backend"].append((nbytes / secs / 1e9, 0.0))
-            log(f"rep {rep} backend: {runs['backend'][-1][0]:.2f} GB/s")
+            log(f"rep {rep} backend: {runs['backend'][-1][0]:.3f} GB/s over {secs:.1f}s")
             order = list(zip(labels, builds))
             if rep % 2:
                 order.reverse()
             for lb, b in order:
-                got, tl = one_build(a, daemons, lb, os.path.join(b, "fs/dlfsd"), envs[lb], flags[lb], data, names,
+                got, tl = one_build(a, daemons, lb, os.path.join(b, "fs/dlfsd"), envs[lb], flags[lb], root, names,
                                     filler, a.perf, rep)
                 for ph, v in got.items():
                     runs[f"{lb}:{ph}"].append(v)
                 timelines[lb].append(tl)
     finally:
-        daemons.stop_all()
+        with teardown.signals_blocked():  # the NFS mount must go even on SIGTERM
+            daemons.stop_all()
+            if nfs is not None:
+                nfs.__exit__(None, None, None)
 
     med = {k: statistics.median(x for x, _ in v) for k, v in runs.items()}
     cpu = {k: statistics.median(c for _, c in v) for k, v in runs.items()}
     print()
-    print(f"{nfiles} files of {a.file_size >> 10} KiB, {a.readers} readers, shuffled, medians of {a.repeat}")
+    where = "local directory" if a.backend == "local" else f"NFS ({nfs.options})"
+    print(f"{nfiles} files of {a.file_size >> 10} KiB, {a.readers} readers, shuffled, medians of {a.repeat}; "
+          f"backend: {where}")
     print(f"{'build':<40} {'phase':<9} {'GB/s':>6} {'cpu s':>6}")
-    print(f"{'(backend directory)':<40} {'backend':<9} {med['backend']:6.2f}")
+    print(f"{'(backend, read directly)':<40} {'backend':<9} {med['backend']:6.3f}")
     result = {"config": vars(a), "builds": dict(zip(labels, builds)), "envs": envs, "flags": flags, "runs": runs, "median_gbps": med,
               "median_cpu_s": cpu, "timelines": timelines, "ratios": {}}
     for lb, b in zip(labels, builds):
         for ph in phases[1:]:
             extra = [f"{k}={v}" for k, v in envs[lb].items()] + flags[lb]
             name = (b + "::" + ",".join(extra)) if extra else b
-            print(f"{name[-40:]:<40} {ph:<9} {med[f'{lb}:{ph}']:6.2f} {cpu[f'{lb}:{ph}']:6.2f}")
+            print(f"{name[-40:]:<40} {ph:<9} {med[f'{lb}:{ph}']:6.3f} {cpu[f'{lb}:{ph}']:6.2f}")
         r = {"loading_over_backend": med[f"{lb}:loading"] / med["backend"]}
         if not a.loading_only:
             r["pressure_over_resident"] = med[f"{lb}:pressure"] / med[f"{lb}:resident"]
