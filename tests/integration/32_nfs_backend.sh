@@ -8,7 +8,9 @@
 #  - the mount is read-only (writes, creates, mkdir refused);
 #  - SIGTERM to nfs_backend.py tears everything down: no mount, no ganesha.nfsd,
 #    no client process, no temporary directory left;
-#  - a quick pipeline_bench.py run with --backends nfs has every nfs row.
+#  - a quick pipeline_bench.py run with --backends nfs has every nfs row;
+#  - a quick load_bench.py --backend nfs run measures both phases over the NFS
+#    mount and leaves no mount, process or temporary file.
 # Skips only without root or /dev/fuse (tools/install-deps.sh installs the rest;
 # a missing piece is a failure, named by `nfs_backend.py check`).
 source "$(dirname "$0")/lib.sh"
@@ -174,4 +176,29 @@ grep -qE " $WORK/bench/" /proc/mounts && fail "the benchmark left a mount: $(gre
 procs=$(pgrep -a -f "$WORK/" || true)
 [ -z "$procs" ] || fail "the benchmark left processes running: $procs"
 [ -z "$(ls -A "$TMPDIR")" ] || fail "the benchmark left temporary files: $(ls -A "$TMPDIR")"
+
+# Reads while loading, over the nfs mount (load_bench.py --backend nfs): phase a
+# reads the NFS mount, and dlfsd loads from it.
+"$PYTHON" "$bench/load_bench.py" --quick --loading-only --backend nfs --build "$build_dir" \
+  --workdir "$WORK/load" --json "$WORK/load.json" >"$WORK/load.out" 2>&1 ||
+  { cat "$WORK/load.out"; fail "load_bench.py --backend nfs failed"; }
+tail -4 "$WORK/load.out"
+"$PYTHON" - "$WORK/load.json" <<'EOF'
+import json, sys
+res = json.load(open(sys.argv[1]))
+bad = []
+if res["config"].get("backend") != "nfs":
+    bad.append(f"config backend {res['config'].get('backend')!r}")
+for k in ("backend", "b0:loading"):
+    if not res["median_gbps"].get(k, 0) > 0:
+        bad.append(f"{k}: {res['median_gbps'].get(k)!r}")
+if bad:
+    sys.exit("load_bench JSON over nfs:\n  " + "\n  ".join(bad))
+print("load_bench JSON: backend and loading measured over nfs")
+EOF
+grep -q "backend: NFS mount $WORK/load/mnt-nfs" "$WORK/load.out" || fail "load_bench did not read through its NFS mount"
+grep -qE " $WORK/load/" /proc/mounts && fail "load_bench left a mount: $(grep " $WORK/load/" /proc/mounts)"
+procs=$(pgrep -a -f "$WORK/" || true)
+[ -z "$procs" ] || fail "load_bench left processes running: $procs"
+[ -z "$(ls -A "$TMPDIR")" ] || fail "load_bench left temporary files: $(ls -A "$TMPDIR")"
 log "ok"
