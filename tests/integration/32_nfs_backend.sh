@@ -31,6 +31,15 @@ leftovers() {
   for pid in $(pgrep -f "$WORK/" || true); do kill -TERM "$pid" 2>/dev/null || true; done
 }
 CLEANUP_HOOKS+=(leftovers)
+# nothing_left WHO DIR: no mount under DIR, no process naming $WORK, nothing
+# in $TMPDIR once WHO (a benchmark, the backend's teardown) has finished.
+nothing_left() {
+  local who=$1 dir=$2 procs
+  grep -qE " $dir" /proc/mounts && fail "$who left a mount: $(grep " $dir" /proc/mounts)"
+  procs=$(pgrep -a -f "$WORK/" || true)
+  [ -z "$procs" ] || fail "$who left processes running: $procs"
+  [ -z "$(ls -A "$TMPDIR")" ] || fail "$who left temporary files: $(ls -A "$TMPDIR")"
+}
 
 src=$WORK/src
 "$PYTHON" - "$src" <<'EOF'
@@ -138,11 +147,8 @@ kill -TERM "$backend"
 for _ in $(seq 1 200); do kill -0 "$backend" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$backend" 2>/dev/null && fail "nfs_backend.py still running 20 s after SIGTERM"
 wait "$backend" || true
-grep -q " $mnt " /proc/mounts && fail "the NFS mount outlived nfs_backend.py"
-left=$(pgrep -a -f "$WORK/" || true)
-[ -z "$left" ] || fail "processes left after teardown: $left"
 [ "$mode" = ganesha ] && kill -0 "$server" 2>/dev/null && fail "ganesha.nfsd (pid $server) outlived nfs_backend.py"
-[ -z "$(ls -A "$TMPDIR")" ] || fail "temporary files left: $(ls -A "$TMPDIR")"
+nothing_left "nfs_backend.py's teardown" "$mnt "
 log "torn down on SIGTERM"
 
 # The pipeline benchmark over the nfs backend: tiny counts, every nfs row there.
@@ -172,10 +178,7 @@ EOF
 grep -h -E "changed since the scan|[1-9][0-9]* failed extents" "$WORK"/bench/dlfsd-nfs-*.log &&
   fail "dlfsd over the nfs mount saw backend files change"
 ls "$WORK"/bench/dlfsd-nfs-*.log >/dev/null || fail "no dlfsd log of the nfs rows"
-grep -qE " $WORK/bench/" /proc/mounts && fail "the benchmark left a mount: $(grep " $WORK/bench/" /proc/mounts)"
-procs=$(pgrep -a -f "$WORK/" || true)
-[ -z "$procs" ] || fail "the benchmark left processes running: $procs"
-[ -z "$(ls -A "$TMPDIR")" ] || fail "the benchmark left temporary files: $(ls -A "$TMPDIR")"
+nothing_left pipeline_bench.py "$WORK/bench/"
 
 # Reads while loading, over the nfs mount (load_bench.py --backend nfs): phase a
 # reads the NFS mount, and dlfsd loads from it.
@@ -197,8 +200,5 @@ if bad:
 print("load_bench JSON: backend and loading measured over nfs")
 EOF
 grep -q "backend: NFS mount $WORK/load/mnt-nfs" "$WORK/load.out" || fail "load_bench did not read through its NFS mount"
-grep -qE " $WORK/load/" /proc/mounts && fail "load_bench left a mount: $(grep " $WORK/load/" /proc/mounts)"
-procs=$(pgrep -a -f "$WORK/" || true)
-[ -z "$procs" ] || fail "load_bench left processes running: $procs"
-[ -z "$(ls -A "$TMPDIR")" ] || fail "load_bench left temporary files: $(ls -A "$TMPDIR")"
+nothing_left load_bench.py "$WORK/load/"
 log "ok"
