@@ -138,6 +138,13 @@ Result<size_t> BackendReader::pread_direct(int fd, uint64_t offset, std::span<st
   return body + n;
 }
 
+Result<UniqueFd> BackendReader::open_checked(uint32_t file) const {
+  std::string path = manifest_.file_path(file);
+  if (changed_.contains(file)) return changed_error(path, changed_.what(file));
+  RequestGate::Ticket ticket(gate_);  // a metadata request on a parallel FS
+  return open_file(file, path, false);
+}
+
 Status BackendReader::read_file(uint32_t file, uint64_t offset, std::span<std::byte> out, CacheUse use) const {
   if (out.empty()) return Status::ok();
   std::string path = manifest_.file_path(file);

@@ -58,6 +58,11 @@ class BackendReader {
   // Fills `out` with the bytes at [data_offset, data_offset + out.size()).
   Status read(uint64_t data_offset, std::span<std::byte> out, CacheUse use = CacheUse::keep) const;
 
+  // Opens `file` for reading (not O_DIRECT), checked against the scan's pin:
+  // for a reader that reads it itself (FUSE passthrough). EIO naming the file
+  // if it changed since the scan.
+  Result<UniqueFd> open_checked(uint32_t file) const;
+
   // Reads part of one file (offset/length relative to the file).
   Status read_file(uint32_t file, uint64_t offset, std::span<std::byte> out, CacheUse use = CacheUse::keep) const;
 

@@ -38,6 +38,9 @@ struct DaemonConfig {
   bool allow_other = true;             // let every user read the mount (as root)
   double entry_timeout_s = 86400;      // the namespace is immutable: cache it long
   double attr_timeout_s = 86400;
+  // While a dataset loads, raw files not in memory yet are read by the
+  // kernel from their backend files (FUSE passthrough, fs/fuse_passthrough.h).
+  bool passthrough = true;
   // A dataset whose scan fails after the mount: false, dlfsd unmounts and
   // exits 2 (as a failure before the mount); true, it answers EIO and the
   // others stay served (one node only: a cluster always exits).

@@ -105,6 +105,11 @@ std::vector<ConfigKey> daemon_keys() {
       Key(s, "entry_timeout_s", "", Kind::number, DAEMON(entry_timeout_s),
           "Seconds the kernel may cache names (the tree is immutable)"),
       Key(s, "attr_timeout_s", "", Kind::number, DAEMON(attr_timeout_s), "Seconds the kernel may cache attributes"),
+      Key(s, "passthrough", "--no-passthrough", Kind::boolean, DAEMON(passthrough),
+          "While a dataset loads, the kernel reads raw files not in memory yet straight from their backend files "
+          "(FUSE passthrough: Linux 6.9+, dlfsd as root; else ignored). Such an open file is checked against the "
+          "scan when opened, not at each read (docs/architecture.md, passthrough)")
+          .flag_sets(false, "Every read during the load goes through dlfsd (no FUSE passthrough)"),
       Key(s, "serve_despite_failed_datasets", "", Kind::boolean, DAEMON(serve_despite_failed_datasets),
           "A dataset whose scan fails after the mount answers EIO and the others stay served, instead of dlfsd "
           "unmounting and exiting 2 (one node only; docs/stats.md, dataset states)"),

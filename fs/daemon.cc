@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <thread>
 
@@ -18,6 +19,7 @@
 #include "common/units.h"
 #include "fs/control_server.h"
 #include "fs/control_verify.h"
+#include "fs/fuse_passthrough.h"
 #include "fs/mountpoint_check.h"
 #include "fs/readahead.h"
 #include "fs/stats.h"
@@ -136,6 +138,20 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config) {
   return d;
 }
 
+// Before the loop reads INIT: the session reads requests and writes replies
+// through fs/fuse_passthrough.h's hooks, which add what passthrough needs to
+// the wire. Failing that, reads during the load are all served by dlfsd.
+void Daemon::use_passthrough_io() {
+  const int fd = fuse_session_fd(session_);
+  const fuse_custom_io io = passthrough_io();
+  if (int rc = fuse_session_custom_io(session_, &io, fd); rc != 0) {
+    spdlog::warn("FUSE passthrough is off: libfuse refused custom I/O ({})", std::strerror(-rc));
+    return;
+  }
+  fuse_context_.backing.set_registrar(kernel_registrar(fd));
+  fuse_context_.passthrough.wanted = true;
+}
+
 int Daemon::run() {
   // fsname and subtype make the mount table say "dlfs ... fuse.dlfs": how a
   // restarted daemon recognises a mount its dead predecessor left (mountinfo.h).
@@ -177,6 +193,7 @@ int Daemon::run() {
     fuse_session_destroy(session_);
     return 1;
   }
+  if (config_.passthrough) use_passthrough_io();
   startup_ = std::thread([this] { start_datasets(); });
   // Raise the kernel's readahead window once INIT is done (needs the session
   // loop running to answer the stat, hence a thread).
@@ -358,6 +375,12 @@ nlohmann::json Daemon::snapshot(bool detailed) const {
     j["fuse"] = {{"requests", fuse_context_.counters.to_json()},
                  {"kernel_skips_open", fuse_context_.kernel_skips_open},
                  {"kernel_skips_opendir", fuse_context_.kernel_skips_opendir},
+                 {"passthrough",
+                  {{"offered", fuse_context_.passthrough.offered.load()},
+                   {"in_use", fuse_context_.passthrough.negotiated.load()},
+                   {"window_over", fuse_context_.passthrough_over.load()},
+                   {"backing_files", fuse_context_.backing.registered()},
+                   {"backing_files_open", fuse_context_.backing.live_ids()}}},
                  {"generated_files", namespace_ ? namespace_->generated_live() : 0}};
   return j;
 }

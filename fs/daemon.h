@@ -61,6 +61,7 @@ class Daemon final : public ControlHandler {
   Status join_cluster(const std::vector<Dataset*>& datasets);
   // The startup thread: scans, joins, publishes (see the top of this file).
   void start_datasets();
+  void use_passthrough_io();
   void open_datasets();
   // Stops the session loop (run() then unmounts); exit_code is run()'s.
   void stop_serving(int exit_code);

@@ -33,6 +33,9 @@ struct ViewCounters {
   std::atomic<uint64_t> lookups{0};  // names the kernel looked up (it caches them: not one per open)
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> bytes{0};
+  // Backend files handed to the kernel to read itself (FUSE passthrough,
+  // while loading): reads of them never reach dlfsd, so they count here only.
+  std::atomic<uint64_t> passthrough_files{0};
   cache::ReadCounters reads;  // where the SampleReader found the bytes
 };
 
@@ -76,6 +79,8 @@ class Dataset {
   double scan_seconds() const { return scan_seconds_; }  // time to build the manifest
 
   void start_loading() { loader_->start(); }
+  // Some extent this node will hold is neither resident nor failed yet.
+  bool loading() const { return buffer_->settled_extents() < buffer_->cacheable_extents(); }
   void stop_loading() { loader_->stop(); }
 
   ViewCounters& raw_counters() const { return raw_counters_; }

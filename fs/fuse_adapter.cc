@@ -1,5 +1,6 @@
 #include "fs/fuse_adapter.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <cstring>
@@ -14,6 +15,7 @@ namespace dlfs::fs {
 namespace {
 
 constexpr uint32_t kMiB = 1u << 20;
+constexpr off_t kPrefetchBytes = kMiB;
 
 FuseContext& ctx(fuse_req_t req) { return *static_cast<FuseContext*>(fuse_req_userdata(req)); }
 void count(fuse_req_t req, FuseOp op) { ctx(req).counters.add(op); }
@@ -97,7 +99,11 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
   // The data never changes: no need to invalidate on mtime changes.
   conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
-  conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+  conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;  // also: the kernel takes no passthrough with it
+  // Raw files not in memory yet are read by the kernel from the backend
+  // while datasets load (fs/fuse_passthrough.h); the INIT reply, written
+  // after this returns on this thread, asks for it.
+  if (c.passthrough.wanted && c.passthrough.offered.load(std::memory_order_acquire)) ask_passthrough_in_init_reply();
   // max_background stays at the kernel's default: raising it to 64 made cold
   // sequential reads ~20% slower here (more readahead requests in flight than
   // two cores can serve), measured with tools/bench/run_bench.py.
@@ -215,19 +221,59 @@ void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
   fuse_reply_err(req, 0);
 }
 
+// Whether opens still get real replies, for passthrough: while INIT agreed
+// on it and a dataset loads. The first open after that ends the window for
+// good (as the first ENOSYS ends OPEN requests for good).
+bool passthrough_window(FuseContext& c) {
+  if (!c.passthrough.negotiated.load(std::memory_order_acquire) || c.passthrough_over.load(std::memory_order_acquire))
+    return false;
+  if (c.ns->loading()) return true;
+  if (!c.passthrough_over.exchange(true)) spdlog::info("datasets loaded: raw files are served from memory only");
+  return false;
+}
+
+// A raw file's open in the passthrough window: from its backend file if it
+// is not wholly in memory yet, else ordinary; the inode's other open files
+// decide first (fs/fuse_passthrough.h: the kernel wants one kind per inode).
+void reply_open_in_window(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  FuseContext& c = ctx(req);
+  BackingFiles::Open o;
+  if (c.ns->wants_passthrough(ino)) {
+    Status refused;
+    o = c.backing.open_passthrough(ino, [&] { return c.ns->open_backend_file(ino); }, &refused);
+    if (!refused.is_ok() && !c.passthrough_over.exchange(true))  // e.g. not root: ask no more
+      spdlog::warn("FUSE passthrough is off from now on: {}", refused.message());
+  } else {
+    o = c.backing.open_cached(ino);
+  }
+  fi->fh = static_cast<uint64_t>(o.mode);
+  if (o.mode != OpenMode::passthrough) return static_cast<void>(fuse_reply_open(req, fi));
+  fi->keep_cache = 0;  // the FUSE page cache plays no part
+  reply_open_passthrough(req, fi, o.backing_id);
+  // The reader reads the file next: start the backend's read of its first
+  // MiB (what one read request asks for at most) now, on this thread, while
+  // the reader wakes up, instead of when its read arrives. After the reply,
+  // so that it does not delay it. Measured: docs/benchmarks.md, session 24.
+  if (o.backend.valid()) (void)::posix_fadvise(o.backend.get(), 0, kPrefetchBytes, POSIX_FADV_WILLNEED);
+}
+
 // Nothing to keep per open. Where the kernel can skip OPEN, the first one
 // is answered ENOSYS (after the checks: it is still a real open) and the
 // kernel sends no OPEN, FLUSH or RELEASE again; the open files then keep the
 // page cache, as below (immutable files, and generated ones have a number per
-// lookup).
+// lookup). While datasets load with passthrough, opens are answered instead
+// (reply_open_in_window) and the ENOSYS waits for the load to end.
 void do_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   guarded(req, "open", [&] {
     Status s = ctx(req).ns->open(ino, fi->flags);
     if (!s) return reply_error(req, s, "open");
-    if (ctx(req).kernel_skips_open) return static_cast<void>(fuse_reply_err(req, ENOSYS));
+    const bool window = passthrough_window(ctx(req));
+    if (ctx(req).kernel_skips_open && !window) return static_cast<void>(fuse_reply_err(req, ENOSYS));
     fi->keep_cache = 1;
     fi->noflush = 1;
-    fi->fh = 0;
+    fi->fh = static_cast<uint64_t>(OpenMode::plain);
+    const auto n = decode_ino(ino);
+    if (window && n && n->kind == NodeKind::raw_file) return reply_open_in_window(req, ino, fi);
     fuse_reply_open(req, fi);
   });
 }
@@ -257,8 +303,10 @@ void op_ioctl(fuse_req_t req, fuse_ino_t, unsigned int, void*, fuse_file_info*, 
   fuse_reply_err(req, ENOTTY);
 }
 
-void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
+void op_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   count(req, FuseOp::release);
+  // fh is the OpenMode do_open chose (plain for every open outside the window).
+  if (fi->fh <= static_cast<uint64_t>(OpenMode::passthrough)) ctx(req).backing.release(ino, static_cast<OpenMode>(fi->fh));
   fuse_reply_err(req, 0);
 }
 

@@ -6,6 +6,7 @@
 #include <fuse_lowlevel.h>
 
 #include "fs/fuse_counters.h"
+#include "fs/fuse_passthrough.h"
 #include "fs/namespace.h"
 
 namespace dlfs::fs {
@@ -23,6 +24,13 @@ struct FuseContext {
   // Set at init from the kernel's capabilities (fuse_adapter.cc, op_init).
   bool kernel_skips_open = false;
   bool kernel_skips_opendir = false;
+  // FUSE passthrough while datasets load (fs/fuse_passthrough.h): what INIT
+  // agreed, the backing files of open raw files, and whether the window is
+  // over (every dataset loaded, or the kernel refused a backing file): from
+  // then on opens are answered as without passthrough.
+  PassthroughWire passthrough;
+  BackingFiles backing;
+  std::atomic<bool> passthrough_over{false};
 };
 
 // The operation table; userdata must be a FuseContext*.

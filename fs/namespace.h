@@ -31,6 +31,7 @@
 
 #include "cache/gather.h"
 #include "common/status.h"
+#include "common/unique_fd.h"
 #include "fs/dataset.h"
 #include "fs/dataset_slot.h"
 #include "fs/generated_files.h"
@@ -93,6 +94,17 @@ class Namespace {
   Status open(uint64_t ino, int flags) const;
   // Starts `out` and gathers up to `size` bytes at `offset` of any file (short at EOF).
   Status read(uint64_t ino, uint64_t offset, uint64_t size, cache::Gather& out) const;
+  // FUSE passthrough while loading (namespace_passthrough.cc).
+  // Whether a dataset is still scanning, joining or loading.
+  bool loading() const;
+  // Whether `ino` is a raw file whose dataset loads and some of whose bytes
+  // this node will hold but does not yet: the kernel had better read it from
+  // the backend file than through dlfsd.
+  bool wants_passthrough(uint64_t ino) const;
+  // That raw file's backend file, opened and checked against the scan;
+  // invalid when it cannot be (then reads go through dlfsd, which reports
+  // the error to the reader).
+  UniqueFd open_backend_file(uint64_t ino) const;
   // Generated files alive (fs/generated_files.h), for stats.
   size_t generated_live() const { return generated_.live(); }
   FsTotals totals() const;

@@ -41,7 +41,7 @@ const std::map<std::string, Reader> kMembers = {
     D("daemon.mountpoint", mountpoint),          D("daemon.control_socket", control_socket),
     D("daemon.log_level", log_level),            D("daemon.fuse_threads", fuse_threads),
     D("daemon.allow_other", allow_other),        D("daemon.entry_timeout_s", entry_timeout_s),
-    D("daemon.attr_timeout_s", attr_timeout_s),  D("cache.memory_budget", memory_budget),
+    D("daemon.attr_timeout_s", attr_timeout_s),  D("daemon.passthrough", passthrough),  D("cache.memory_budget", memory_budget),
     D("daemon.serve_despite_failed_datasets", serve_despite_failed_datasets),
     D("cache.extent_size", extent_size),         D("cache.loader_threads", loader_threads),
     D("cache.read_size", read_size),             D("cache.backend_requests", backend_requests),

@@ -1,0 +1,51 @@
+// The namespace's side of FUSE passthrough (fs/fuse_passthrough.h): which
+// raw files the kernel reads from their backend files while datasets load.
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "fs/namespace.h"
+
+namespace dlfs::fs {
+
+bool Namespace::loading() const {
+  for (const auto& slot : datasets_) {
+    if (!slot->settled()) return true;
+    if (const Dataset* ds = slot->get(); ds && ds->loading()) return true;
+  }
+  return false;
+}
+
+bool Namespace::wants_passthrough(uint64_t ino) const {
+  auto n = decode_ino(ino);
+  if (!n || n->kind != NodeKind::raw_file) return false;
+  const Dataset* ds = ready_dataset(*n);
+  if (!ds || !ds->loading() || n->index >= ds->manifest().file_count()) return false;
+  const auto& m = ds->manifest();
+  const auto f = static_cast<uint32_t>(n->index);
+  const uint64_t begin = m.file_data_offset(f), size = m.file_size(f);
+  const cache::StorageBuffer& b = ds->buffer();
+  // Only bytes this node will hold: another node's stripe is read from that
+  // node's memory, which is faster than the backend once it is loaded.
+  const uint64_t lo = std::max(begin, b.range_begin()), hi = std::min(begin + size, b.range_end());
+  if (size == 0 || lo >= hi || b.cacheable_extents() == 0 || b.extent_of(lo) >= b.cacheable_extents()) return false;
+  return b.resident_span(begin, size) == nullptr;
+}
+
+UniqueFd Namespace::open_backend_file(uint64_t ino) const {
+  auto n = decode_ino(ino);
+  const Dataset* ds = n ? ready_dataset(*n) : nullptr;
+  if (!ds || n->kind != NodeKind::raw_file || n->index >= ds->manifest().file_count()) return UniqueFd();
+  auto fd = ds->backend().open_checked(static_cast<uint32_t>(n->index));
+  if (!fd) {
+    spdlog::debug("dataset '{}': not passed through: {}", ds->name(), fd.status().message());
+    return UniqueFd();
+  }
+  // The reader now reads the backend for bytes the loader has yet to load:
+  // a miss, to which the loader yields (cache/load_yield.h).
+  ds->buffer().reader_misses().note();
+  ds->raw_counters().passthrough_files.fetch_add(1, std::memory_order_relaxed);
+  return std::move(fd).value();
+}
+
+}  // namespace dlfs::fs

@@ -1,0 +1,205 @@
+// FUSE passthrough without a mount: the per-inode rule of BackingFiles (the
+// kernel refuses mixed or different backing files on one inode), and which
+// raw files the Namespace hands to the kernel while a dataset loads. The
+// wire side (INIT and OPEN replies) runs on a real mount:
+// tests/integration/33_passthrough_while_loading.sh.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "fs/config.h"
+#include "fs/dataset.h"
+#include "fs/fuse_passthrough.h"
+#include "fs/namespace.h"
+#include "temp_dir.h"
+
+namespace dlfs::fs {
+namespace {
+
+namespace stdfs = std::filesystem;
+
+// Stands in for the /dev/fuse ioctls: hands out ids, records closes.
+struct FakeKernel {
+  int32_t next = 1;
+  std::set<int32_t> live;
+  std::vector<int32_t> closed;
+  bool refuse = false;
+  BackingRegistrar registrar() {
+    return {[this](int fd) -> Result<int32_t> {
+              if (refuse) return Status(EPERM, "refused");
+              EXPECT_GE(fd, 0);
+              live.insert(next);
+              return next++;
+            },
+            [this](int32_t id) {
+              EXPECT_EQ(live.erase(id), 1u) << "closed an id that was not live: " << id;
+              closed.push_back(id);
+            }};
+  }
+};
+
+UniqueFd some_fd() { return UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC)); }
+
+TEST(BackingFilesTest, OpensOfOneInodeShareOneBackingFileUntilTheLastRelease) {
+  FakeKernel k;
+  BackingFiles b;
+  b.set_registrar(k.registrar());
+  int sources = 0;
+  auto source = [&] { ++sources; return some_fd(); };
+  auto first = b.open_passthrough(7, source, nullptr);
+  auto second = b.open_passthrough(7, source, nullptr);
+  ASSERT_EQ(first.mode, OpenMode::passthrough);
+  ASSERT_EQ(second.mode, OpenMode::passthrough);
+  EXPECT_EQ(first.backing_id, second.backing_id);
+  EXPECT_EQ(sources, 1) << "the second open must reuse the inode's backing file";
+  // An ordinary open of an inode with passthrough opens must be passthrough too.
+  auto third = b.open_cached(7);
+  EXPECT_EQ(third.mode, OpenMode::passthrough);
+  EXPECT_EQ(third.backing_id, first.backing_id);
+  b.release(7, OpenMode::passthrough);
+  b.release(7, OpenMode::passthrough);
+  EXPECT_TRUE(k.closed.empty()) << "closed while an open file still uses it";
+  EXPECT_EQ(b.live_ids(), 1u);
+  b.release(7, OpenMode::passthrough);
+  EXPECT_EQ(k.closed, std::vector<int32_t>{first.backing_id});
+  EXPECT_EQ(b.live_ids(), 0u);
+  // Afterwards a new open registers a new backing file.
+  auto again = b.open_passthrough(7, source, nullptr);
+  EXPECT_EQ(again.mode, OpenMode::passthrough);
+  EXPECT_NE(again.backing_id, first.backing_id);
+  EXPECT_EQ(b.registered(), 2u);
+}
+
+TEST(BackingFilesTest, AnInodeWithOrdinaryOpensIsNotPassedThrough) {
+  FakeKernel k;
+  BackingFiles b;
+  b.set_registrar(k.registrar());
+  int sources = 0;
+  auto source = [&] { ++sources; return some_fd(); };
+  EXPECT_EQ(b.open_cached(3).mode, OpenMode::cached);
+  EXPECT_EQ(b.open_passthrough(3, source, nullptr).mode, OpenMode::cached);
+  EXPECT_EQ(sources, 0);
+  b.release(3, OpenMode::cached);
+  EXPECT_EQ(b.open_passthrough(3, source, nullptr).mode, OpenMode::cached) << "one ordinary open is still live";
+  b.release(3, OpenMode::cached);
+  b.release(3, OpenMode::cached);
+  EXPECT_EQ(b.open_passthrough(3, source, nullptr).mode, OpenMode::passthrough);
+  // Other inodes are independent.
+  EXPECT_EQ(b.open_cached(4).mode, OpenMode::cached);
+  EXPECT_EQ(b.open_passthrough(5, source, nullptr).mode, OpenMode::passthrough);
+  EXPECT_TRUE(k.closed.empty());
+}
+
+TEST(BackingFilesTest, NoBackendFileOrARefusalServesTheOpenOrdinarily) {
+  FakeKernel k;
+  BackingFiles b;
+  b.set_registrar(k.registrar());
+  Status why;
+  auto none = b.open_passthrough(9, [] { return UniqueFd(); }, &why);
+  EXPECT_EQ(none.mode, OpenMode::cached);
+  EXPECT_TRUE(why.is_ok()) << "no backend file is not a refusal";
+  k.refuse = true;
+  auto refused = b.open_passthrough(10, some_fd, &why);
+  EXPECT_EQ(refused.mode, OpenMode::cached);
+  EXPECT_EQ(why.err(), EPERM);
+  // Those opens count as ordinary ones: a later passthrough open of the
+  // same inode must not be passthrough while they are open.
+  k.refuse = false;
+  EXPECT_EQ(b.open_passthrough(9, some_fd, nullptr).mode, OpenMode::cached);
+  b.release(9, OpenMode::cached);
+  b.release(9, OpenMode::cached);
+  EXPECT_EQ(b.open_passthrough(9, some_fd, nullptr).mode, OpenMode::passthrough);
+  // Without a registrar (no session) every registration fails.
+  BackingFiles unset;
+  Status unset_why;
+  EXPECT_EQ(unset.open_passthrough(1, some_fd, &unset_why).mode, OpenMode::cached);
+  EXPECT_FALSE(unset_why.is_ok());
+}
+
+TEST(BackingFilesTest, ReleasesOfUnknownInodesOrPlainOpensChangeNothing) {
+  FakeKernel k;
+  BackingFiles b;
+  b.set_registrar(k.registrar());
+  auto p = b.open_passthrough(1, some_fd, nullptr);
+  b.release(2, OpenMode::passthrough);
+  b.release(1, OpenMode::plain);
+  b.release(1, OpenMode::cached);  // it has no ordinary opens
+  EXPECT_TRUE(k.closed.empty());
+  EXPECT_EQ(b.open_passthrough(1, some_fd, nullptr).backing_id, p.backing_id);
+}
+
+class PassthroughNamespaceTest : public ::dlfs::test::TempDirTest {
+ protected:
+  void SetUp() override {
+    root_ = tmp_.path();
+    for (int i = 0; i < 8; ++i) {
+      std::ofstream(root_ + "/f" + std::to_string(i), std::ios::binary) << std::string(100000, char('a' + i));
+    }
+    std::ofstream(root_ + "/empty", std::ios::binary);
+    DatasetConfig dc;
+    dc.name = "ds";
+    dc.backend = root_;
+    DaemonConfig daemon;
+    daemon.extent_size = 64 << 10;
+    daemon.loader_threads = 2;
+    auto ds = Dataset::open(dc, ~0ull, daemon);
+    ASSERT_TRUE(ds.is_ok()) << ds.status().message();
+    datasets_.push_back(std::move(ds).value());
+    ns_ = std::make_unique<Namespace>(datasets_, [] { return std::string("{}\n"); }, 1, 0, 0);
+  }
+  uint64_t ino(const std::string& name) {
+    auto raw = ns_->lookup(ns_->lookup(kRootIno, "ds")->ino, "raw");
+    auto a = ns_->lookup(raw->ino, name);
+    EXPECT_TRUE(a.is_ok()) << name;
+    return a ? a->ino : 0;
+  }
+  std::string root_;
+  std::vector<std::unique_ptr<Dataset>> datasets_;
+  std::unique_ptr<Namespace> ns_;
+};
+
+TEST_F(PassthroughNamespaceTest, RawFilesNotInMemoryGoToTheBackendOnlyWhileLoading) {
+  // Not loaded yet: every non-empty raw file is wanted, with its backend
+  // file opened for the kernel.
+  EXPECT_TRUE(ns_->loading());
+  const uint64_t f3 = ino("f3");
+  EXPECT_TRUE(ns_->wants_passthrough(f3));
+  EXPECT_FALSE(ns_->wants_passthrough(ino("empty"))) << "nothing to read";
+  EXPECT_FALSE(ns_->wants_passthrough(kStatsIno));
+  EXPECT_FALSE(ns_->wants_passthrough(ns_->lookup(kRootIno, "ds")->ino)) << "a directory";
+  UniqueFd fd = ns_->open_backend_file(f3);
+  ASSERT_TRUE(fd.valid());
+  char c = 0;
+  ASSERT_EQ(::pread(fd.get(), &c, 1, 5), 1);
+  EXPECT_EQ(c, 'd') << "the backend file of f3";
+  EXPECT_EQ(datasets_[0]->raw_counters().passthrough_files.load(), 1u);
+  EXPECT_NE(datasets_[0]->buffer().reader_misses().last_ns(), 0) << "the loader is told a reader reads the backend";
+
+  // Loaded: nothing is wanted, and the window is over.
+  datasets_[0]->start_loading();
+  while (!datasets_[0]->load_progress().done) ::usleep(1000);
+  EXPECT_FALSE(ns_->loading());
+  EXPECT_FALSE(ns_->wants_passthrough(f3));
+}
+
+TEST_F(PassthroughNamespaceTest, AChangedBackendFileIsNotHandedToTheKernel) {
+  const uint64_t f5 = ino("f5");
+  std::ofstream(root_ + "/f5", std::ios::binary | std::ios::app) << "more";
+  EXPECT_FALSE(ns_->open_backend_file(f5).valid()) << "the scan's pin no longer matches";
+  EXPECT_EQ(datasets_[0]->raw_counters().passthrough_files.load(), 0u);
+  // And dlfsd's own read of it fails instead of serving other bytes.
+  cache::Gather g;
+  Status s = ns_->read(f5, 0, 4096, g);
+  g.release();
+  EXPECT_EQ(s.err(), EIO) << s.message();
+}
+
+}  // namespace
+}  // namespace dlfs::fs
