@@ -36,6 +36,9 @@ struct ViewCounters {
   // Backend files handed to the kernel to read itself (FUSE passthrough,
   // while loading): reads of them never reach dlfsd, so they count here only.
   std::atomic<uint64_t> passthrough_files{0};
+  // Backend files whose first MiB dlfsd started reading when the kernel
+  // looked their name up (they were about to be passed through).
+  std::atomic<uint64_t> prefetched_files{0};
   cache::ReadCounters reads;  // where the SampleReader found the bytes
 };
 

@@ -15,6 +15,8 @@ namespace dlfs::fs {
 namespace {
 
 constexpr uint32_t kMiB = 1u << 20;
+// What a prefetch reads of a file passed through: the first MiB, what one
+// read request asks for at most.
 constexpr off_t kPrefetchBytes = kMiB;
 
 FuseContext& ctx(fuse_req_t req) { return *static_cast<FuseContext*>(fuse_req_userdata(req)); }
@@ -109,12 +111,29 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   // two cores can serve), measured with tools/bench/run_bench.py.
 }
 
+// Whether the kernel will pass `ino` through if it is opened now: INIT
+// agreed on passthrough, the window is open and it is a raw file not in
+// memory yet (which implies its dataset loads).
+bool would_pass_through(const FuseContext& c, uint64_t ino) {
+  return c.passthrough.negotiated.load(std::memory_order_acquire) &&
+         !c.passthrough_over.load(std::memory_order_acquire) && c.ns->wants_passthrough(ino);
+}
+
 void do_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   guarded(req, "lookup", [&] {
-    auto a = ctx(req).ns->lookup(parent, name);
+    FuseContext& c = ctx(req);  // req is gone once answered
+    auto a = c.ns->lookup(parent, name);
     if (!a) return reply_error(req, a.status(), "lookup");
-    auto e = to_entry(*a, ctx(req).options);
+    auto e = to_entry(*a, c.options);
     fuse_reply_entry(req, &e);
+    // A name the kernel does not know yet is looked up by an open(path)
+    // on its way to OPEN: while such a file would be passed through, start
+    // its backend read now, so that the LOOKUP and OPEN round trips overlap
+    // the device's work. Measured: docs/benchmarks.md, session 24.
+    try {  // answered already: nothing may reach guarded()'s error reply
+      if (would_pass_through(c, a->ino)) c.ns->prefetch_backend_file(a->ino, kPrefetchBytes);
+    } catch (...) {
+    }
   });
 }
 
@@ -253,7 +272,8 @@ void reply_open_in_window(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // The reader reads the file next: start the backend's read of its first
   // MiB (what one read request asks for at most) now, on this thread, while
   // the reader wakes up, instead of when its read arrives. After the reply,
-  // so that it does not delay it. Measured: docs/benchmarks.md, session 24.
+  // so that it does not delay it. (Mostly under way already when a LOOKUP
+  // came first: do_lookup.)
   if (o.backend.valid()) (void)::posix_fadvise(o.backend.get(), 0, kPrefetchBytes, POSIX_FADV_WILLNEED);
 }
 

@@ -100,9 +100,12 @@ def check_on(mnt, backend):
         same(mnt, backend, i)
     after = stats(mnt)
     handed = after[1]["views"]["raw"]["passthrough_files"] - before[1]["views"]["raw"]["passthrough_files"]
+    prefetched = after[1]["views"]["raw"]["prefetched_files"] - before[1]["views"]["raw"]["prefetched_files"]
     reads = after[0]["fuse"]["requests"]["read"] - before[0]["fuse"]["requests"]["read"]
     if handed != len(tail):
         fail(f"{len(tail)} files not in memory yet were read, {handed} backend files handed to the kernel")
+    if prefetched != len(tail):
+        fail(f"{len(tail)} names looked up before their opens, {prefetched} backend files prefetched")
     if reads != 0:
         fail(f"reads of passed-through files reached dlfsd: {reads} READ requests")
 
@@ -130,6 +133,8 @@ def check_on(mnt, backend):
     for i in range(COUNT - 1):
         same(mnt, backend, i)
     s, ds = stats(mnt)
+    if ds["views"]["raw"]["prefetched_files"] != after[1]["views"]["raw"]["prefetched_files"] + 2:
+        fail(f"prefetches after the load (only the two files held open were looked up during it): {ds['views']['raw']}")
     if s["fuse"]["requests"]["open"] - opens > 1:
         fail(f"OPEN requests still reach dlfsd after the load: {s['fuse']['requests']}")
     if not s["fuse"]["passthrough"]["window_over"]:

@@ -182,6 +182,11 @@ TEST_F(PassthroughNamespaceTest, RawFilesNotInMemoryGoToTheBackendOnlyWhileLoadi
   EXPECT_EQ(datasets_[0]->raw_counters().passthrough_files.load(), 1u);
   EXPECT_NE(datasets_[0]->buffer().reader_misses().last_ns(), 0) << "the loader is told a reader reads the backend";
 
+  // A prefetch reads the backend file's head into the page cache; only raw files have one.
+  EXPECT_TRUE(ns_->prefetch_backend_file(ino("f4"), 1 << 20));
+  EXPECT_FALSE(ns_->prefetch_backend_file(kStatsIno, 1 << 20));
+  EXPECT_EQ(datasets_[0]->raw_counters().prefetched_files.load(), 1u);
+
   // Loaded: nothing is wanted, and the window is over.
   datasets_[0]->start_loading();
   while (!datasets_[0]->load_progress().done) ::usleep(1000);
@@ -193,6 +198,7 @@ TEST_F(PassthroughNamespaceTest, AChangedBackendFileIsNotHandedToTheKernel) {
   const uint64_t f5 = ino("f5");
   std::ofstream(root_ + "/f5", std::ios::binary | std::ios::app) << "more";
   EXPECT_FALSE(ns_->open_backend_file(f5).valid()) << "the scan's pin no longer matches";
+  EXPECT_FALSE(ns_->prefetch_backend_file(f5, 1 << 20));
   EXPECT_EQ(datasets_[0]->raw_counters().passthrough_files.load(), 0u);
   // And dlfsd's own read of it fails instead of serving other bytes.
   cache::Gather g;
