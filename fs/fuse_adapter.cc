@@ -131,7 +131,10 @@ void do_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     // its backend read now, so that the LOOKUP and OPEN round trips overlap
     // the device's work. Measured: docs/benchmarks.md, session 24.
     try {  // answered already: nothing may reach guarded()'s error reply
-      if (would_pass_through(c, a->ino)) c.ns->prefetch_backend_file(a->ino, kPrefetchBytes);
+      if (would_pass_through(c, a->ino)) {
+        if (UniqueFd fd = c.ns->prefetch_backend_file(a->ino, kPrefetchBytes); fd.valid())
+          c.prefetched.put(a->ino, std::move(fd));
+      }
     } catch (...) {
     }
   });
@@ -247,7 +250,10 @@ bool passthrough_window(FuseContext& c) {
   if (!c.passthrough.negotiated.load(std::memory_order_acquire) || c.passthrough_over.load(std::memory_order_acquire))
     return false;
   if (c.ns->loading()) return true;
-  if (!c.passthrough_over.exchange(true)) spdlog::info("datasets loaded: raw files are served from memory only");
+  if (!c.passthrough_over.exchange(true)) {
+    spdlog::info("datasets loaded: raw files are served from memory only");
+    c.prefetched.clear();
+  }
   return false;
 }
 
@@ -259,9 +265,12 @@ void reply_open_in_window(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   BackingFiles::Open o;
   if (c.ns->wants_passthrough(ino)) {
     Status refused;
-    o = c.backing.open_passthrough(ino, [&] { return c.ns->open_backend_file(ino); }, &refused);
-    if (!refused.is_ok() && !c.passthrough_over.exchange(true))  // e.g. not root: ask no more
+    o = c.backing.open_passthrough(ino, [&] { return c.ns->open_backend_file(ino, c.prefetched.take(ino)); },
+                                   &refused);
+    if (!refused.is_ok() && !c.passthrough_over.exchange(true)) {  // e.g. not root: ask no more
       spdlog::warn("FUSE passthrough is off from now on: {}", refused.message());
+      c.prefetched.clear();
+    }
   } else {
     o = c.backing.open_cached(ino);
   }

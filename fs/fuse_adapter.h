@@ -30,6 +30,7 @@ struct FuseContext {
   // then on opens are answered as without passthrough.
   PassthroughWire passthrough;
   BackingFiles backing;
+  PrefetchedFiles prefetched;
   std::atomic<bool> passthrough_over{false};
 };
 

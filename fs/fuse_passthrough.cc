@@ -204,4 +204,38 @@ BackingFiles::BackingFiles() {
   registrar_.close = [](int32_t) {};
 }
 
+void PrefetchedFiles::put(uint64_t ino, UniqueFd fd) {
+  UniqueFd evicted;  // closed outside the lock
+  std::lock_guard lk(mu_);
+  if (capacity_ == 0) return;
+  if (fifo_.size() >= capacity_) {
+    evicted = std::move(fifo_.front().second);
+    fifo_.pop_front();
+  }
+  fifo_.emplace_back(ino, std::move(fd));
+}
+
+UniqueFd PrefetchedFiles::take(uint64_t ino) {
+  std::lock_guard lk(mu_);
+  // Newest first: the OPEN follows its LOOKUP closely.
+  for (auto it = fifo_.rbegin(); it != fifo_.rend(); ++it) {
+    if (it->first != ino) continue;
+    UniqueFd fd = std::move(it->second);
+    fifo_.erase(std::next(it).base());
+    return fd;
+  }
+  return UniqueFd();
+}
+
+void PrefetchedFiles::clear() {
+  std::deque<std::pair<uint64_t, UniqueFd>> gone;
+  std::lock_guard lk(mu_);
+  gone.swap(fifo_);
+}
+
+size_t PrefetchedFiles::size() const {
+  std::lock_guard lk(mu_);
+  return fifo_.size();
+}
+
 }  // namespace dlfs::fs

@@ -37,6 +37,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
+#include <utility>
 #include <functional>
 #include <mutex>
 #include <unordered_map>
@@ -121,6 +123,25 @@ class BackingFiles {
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, Entry> by_ino_;
   std::atomic<uint64_t> registered_{0};
+};
+
+// Backend files opened for a prefetch at LOOKUP, kept for the OPEN that
+// usually follows within microseconds: on a network file system each open is
+// a round trip to the server (an NFSv4 OPEN and CLOSE), and passthrough
+// already costs the kernel one more of its own. At most `capacity` are kept
+// (names looked up but never opened: the oldest is closed).
+class PrefetchedFiles {
+ public:
+  explicit PrefetchedFiles(size_t capacity = 256) : capacity_(capacity) {}
+  void put(uint64_t ino, UniqueFd fd);
+  UniqueFd take(uint64_t ino);  // invalid if none is kept
+  void clear();
+  size_t size() const;
+
+ private:
+  size_t capacity_;
+  mutable std::mutex mu_;
+  std::deque<std::pair<uint64_t, UniqueFd>> fifo_;
 };
 
 }  // namespace dlfs::fs

@@ -104,11 +104,12 @@ class Namespace {
   // That raw file's backend file, opened and checked against the scan;
   // invalid when it cannot be (then reads go through dlfsd, which reports
   // the error to the reader).
-  UniqueFd open_backend_file(uint64_t ino) const;
+  // `opened`: that file opened (and checked) a moment ago, by a prefetch.
+  UniqueFd open_backend_file(uint64_t ino, UniqueFd opened = UniqueFd()) const;
   // Starts reading the first `bytes` of that raw file's backend file into
-  // the page cache (it will be passed through and read soon); false when it
-  // cannot be opened.
-  bool prefetch_backend_file(uint64_t ino, uint64_t bytes) const;
+  // the page cache (it will be passed through and read soon); returns the
+  // file, open, for the OPEN that follows (invalid when it cannot be opened).
+  UniqueFd prefetch_backend_file(uint64_t ino, uint64_t bytes) const;
   // Generated files alive (fs/generated_files.h), for stats.
   size_t generated_live() const { return generated_.live(); }
   FsTotals totals() const;

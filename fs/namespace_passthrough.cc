@@ -34,32 +34,35 @@ bool Namespace::wants_passthrough(uint64_t ino) const {
   return b.resident_span(begin, size) == nullptr;
 }
 
-bool Namespace::prefetch_backend_file(uint64_t ino, uint64_t bytes) const {
-  auto n = decode_ino(ino);
-  const Dataset* ds = n ? ready_dataset(*n) : nullptr;
-  if (!ds || n->kind != NodeKind::raw_file || n->index >= ds->manifest().file_count()) return false;
-  auto fd = ds->backend().open_checked(static_cast<uint32_t>(n->index));
-  if (!fd) return false;  // the open, if any, finds out and says why
-  // Advice: a failure changes nothing but speed.
-  (void)::posix_fadvise(fd->get(), 0, static_cast<off_t>(bytes), POSIX_FADV_WILLNEED);
-  ds->raw_counters().prefetched_files.fetch_add(1, std::memory_order_relaxed);
-  return true;
-}
-
-UniqueFd Namespace::open_backend_file(uint64_t ino) const {
+UniqueFd Namespace::prefetch_backend_file(uint64_t ino, uint64_t bytes) const {
   auto n = decode_ino(ino);
   const Dataset* ds = n ? ready_dataset(*n) : nullptr;
   if (!ds || n->kind != NodeKind::raw_file || n->index >= ds->manifest().file_count()) return UniqueFd();
   auto fd = ds->backend().open_checked(static_cast<uint32_t>(n->index));
-  if (!fd) {
-    spdlog::debug("dataset '{}': not passed through: {}", ds->name(), fd.status().message());
-    return UniqueFd();
+  if (!fd) return UniqueFd();  // the open, if any, finds out and says why
+  // Advice: a failure changes nothing but speed.
+  (void)::posix_fadvise(fd->get(), 0, static_cast<off_t>(bytes), POSIX_FADV_WILLNEED);
+  ds->raw_counters().prefetched_files.fetch_add(1, std::memory_order_relaxed);
+  return std::move(fd).value();
+}
+
+UniqueFd Namespace::open_backend_file(uint64_t ino, UniqueFd opened) const {
+  auto n = decode_ino(ino);
+  const Dataset* ds = n ? ready_dataset(*n) : nullptr;
+  if (!ds || n->kind != NodeKind::raw_file || n->index >= ds->manifest().file_count()) return UniqueFd();
+  if (!opened.valid()) {
+    auto fd = ds->backend().open_checked(static_cast<uint32_t>(n->index));
+    if (!fd) {
+      spdlog::debug("dataset '{}': not passed through: {}", ds->name(), fd.status().message());
+      return UniqueFd();
+    }
+    opened = std::move(fd).value();
   }
   // The reader now reads the backend for bytes the loader has yet to load:
   // a miss, to which the loader yields (cache/load_yield.h).
   ds->buffer().reader_misses().note();
   ds->raw_counters().passthrough_files.fetch_add(1, std::memory_order_relaxed);
-  return std::move(fd).value();
+  return opened;
 }
 
 }  // namespace dlfs::fs

@@ -135,6 +135,22 @@ TEST(BackingFilesTest, ReleasesOfUnknownInodesOrPlainOpensChangeNothing) {
   EXPECT_EQ(b.open_passthrough(1, some_fd, nullptr).backing_id, p.backing_id);
 }
 
+TEST(PrefetchedFilesTest, KeepsTheNewestFilesForTheirOpens) {
+  PrefetchedFiles kept(2);
+  EXPECT_FALSE(kept.take(1).valid()) << "nothing kept yet";
+  kept.put(1, some_fd());
+  kept.put(2, some_fd());
+  kept.put(3, some_fd());  // over capacity: the oldest (1) is closed
+  EXPECT_EQ(kept.size(), 2u);
+  EXPECT_FALSE(kept.take(1).valid());
+  UniqueFd three = kept.take(3);
+  EXPECT_TRUE(three.valid());
+  EXPECT_FALSE(kept.take(3).valid()) << "taken once";
+  kept.clear();
+  EXPECT_FALSE(kept.take(2).valid());
+  EXPECT_EQ(kept.size(), 0u);
+}
+
 class PassthroughNamespaceTest : public ::dlfs::test::TempDirTest {
  protected:
   void SetUp() override {
@@ -183,8 +199,8 @@ TEST_F(PassthroughNamespaceTest, RawFilesNotInMemoryGoToTheBackendOnlyWhileLoadi
   EXPECT_NE(datasets_[0]->buffer().reader_misses().last_ns(), 0) << "the loader is told a reader reads the backend";
 
   // A prefetch reads the backend file's head into the page cache; only raw files have one.
-  EXPECT_TRUE(ns_->prefetch_backend_file(ino("f4"), 1 << 20));
-  EXPECT_FALSE(ns_->prefetch_backend_file(kStatsIno, 1 << 20));
+  EXPECT_TRUE(ns_->prefetch_backend_file(ino("f4"), 1 << 20).valid());
+  EXPECT_FALSE(ns_->prefetch_backend_file(kStatsIno, 1 << 20).valid());
   EXPECT_EQ(datasets_[0]->raw_counters().prefetched_files.load(), 1u);
 
   // Loaded: nothing is wanted, and the window is over.
@@ -198,7 +214,7 @@ TEST_F(PassthroughNamespaceTest, AChangedBackendFileIsNotHandedToTheKernel) {
   const uint64_t f5 = ino("f5");
   std::ofstream(root_ + "/f5", std::ios::binary | std::ios::app) << "more";
   EXPECT_FALSE(ns_->open_backend_file(f5).valid()) << "the scan's pin no longer matches";
-  EXPECT_FALSE(ns_->prefetch_backend_file(f5, 1 << 20));
+  EXPECT_FALSE(ns_->prefetch_backend_file(f5, 1 << 20).valid());
   EXPECT_EQ(datasets_[0]->raw_counters().passthrough_files.load(), 0u);
   // And dlfsd's own read of it fails instead of serving other bytes.
   cache::Gather g;
