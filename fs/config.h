@@ -39,8 +39,9 @@ struct DaemonConfig {
   double entry_timeout_s = 86400;      // the namespace is immutable: cache it long
   double attr_timeout_s = 86400;
   // While a dataset loads, raw files not in memory yet are read by the
-  // kernel from their backend files (FUSE passthrough, fs/fuse_passthrough.h).
-  bool passthrough = true;
+  // kernel from their backend files (FUSE passthrough, fs/fuse_passthrough.h):
+  // auto (backends on local file systems, fs/backend_fs.h), on, off.
+  std::string passthrough = "auto";
   // A dataset whose scan fails after the mount: false, dlfsd unmounts and
   // exits 2 (as a failure before the mount); true, it answers EIO and the
   // others stay served (one node only: a cluster always exits).

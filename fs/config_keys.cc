@@ -105,11 +105,13 @@ std::vector<ConfigKey> daemon_keys() {
       Key(s, "entry_timeout_s", "", Kind::number, DAEMON(entry_timeout_s),
           "Seconds the kernel may cache names (the tree is immutable)"),
       Key(s, "attr_timeout_s", "", Kind::number, DAEMON(attr_timeout_s), "Seconds the kernel may cache attributes"),
-      Key(s, "passthrough", "--no-passthrough", Kind::boolean, DAEMON(passthrough),
+      Key(s, "passthrough", "--passthrough", Kind::choice, DAEMON(passthrough),
           "While a dataset loads, the kernel reads raw files not in memory yet straight from their backend files "
-          "(FUSE passthrough: Linux 6.9+, dlfsd as root; else ignored). Such an open file is checked against the "
-          "scan when opened, not at each read (docs/architecture.md, passthrough)")
-          .flag_sets(false, "Every read during the load goes through dlfsd (no FUSE passthrough)"),
+          "(FUSE passthrough: Linux 6.9+, dlfsd as root; else ignored): auto (datasets on local file systems; not "
+          "on NFS, Lustre, GPFS and other network file systems, where the kernel's extra open of each file is a "
+          "server round trip), on, off. Such an open file is checked against the scan when opened, not at each "
+          "read (docs/architecture.md, passthrough)")
+          .choices({"auto", "on", "off"}),
       Key(s, "serve_despite_failed_datasets", "", Kind::boolean, DAEMON(serve_despite_failed_datasets),
           "A dataset whose scan fails after the mount answers EIO and the others stay served, instead of dlfsd "
           "unmounting and exiting 2 (one node only; docs/stats.md, dataset states)"),

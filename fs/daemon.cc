@@ -193,7 +193,7 @@ int Daemon::run() {
     fuse_session_destroy(session_);
     return 1;
   }
-  if (config_.passthrough) use_passthrough_io();
+  if (config_.passthrough != "off") use_passthrough_io();
   startup_ = std::thread([this] { start_datasets(); });
   // Raise the kernel's readahead window once INIT is done (needs the session
   // loop running to answer the stat, hence a thread).

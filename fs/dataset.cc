@@ -1,5 +1,7 @@
 #include "fs/dataset.h"
 
+#include "fs/backend_fs.h"
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -66,6 +68,10 @@ Result<std::unique_ptr<Dataset>> Dataset::open(const DatasetConfig& config, uint
   struct stat st {};
   if (::stat(config.backend.c_str(), &st) == 0)
     ds->root_mtime_ns_ = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+
+  auto fs_kind = fs::backend_fs(config.backend);  // the free function, not the accessor
+  ds->backend_fs_ = fs_kind ? fs_kind->type : "unknown";
+  ds->passthrough_ = daemon.passthrough == "on" || (daemon.passthrough == "auto" && fs_kind && !fs_kind->network);
 
   auto backend = cache::BackendReader::open(ds->manifest_, daemon.backend_requests, config.name);
   if (!backend) return backend.status().with_context(what);

@@ -82,6 +82,10 @@ class Dataset {
   double scan_seconds() const { return scan_seconds_; }  // time to build the manifest
 
   void start_loading() { loader_->start(); }
+  // Whether raw files not in memory are passed through while it loads
+  // (config `passthrough`; auto: the backend is on a local file system).
+  bool passthrough() const { return passthrough_; }
+  const std::string& backend_fs() const { return backend_fs_; }  // "ext4", "nfs", ...
   // Some extent this node will hold is neither resident nor failed yet.
   bool loading() const { return buffer_->settled_extents() < buffer_->cacheable_extents(); }
   void stop_loading() { loader_->stop(); }
@@ -104,6 +108,8 @@ class Dataset {
   provenance::ScanReport scan_report_;
   int64_t root_mtime_ns_ = 0;
   double scan_seconds_ = 0;
+  bool passthrough_ = false;
+  std::string backend_fs_;
   std::unique_ptr<cache::BackendReader> backend_;
   std::unique_ptr<cache::Fetcher> fetcher_;
   std::unique_ptr<cache::StorageBuffer> buffer_;

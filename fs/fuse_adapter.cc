@@ -249,7 +249,7 @@ void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
 bool passthrough_window(FuseContext& c) {
   if (!c.passthrough.negotiated.load(std::memory_order_acquire) || c.passthrough_over.load(std::memory_order_acquire))
     return false;
-  if (c.ns->loading()) return true;
+  if (c.ns->passthrough_loading()) return true;
   if (!c.passthrough_over.exchange(true)) {
     spdlog::info("datasets loaded: raw files are served from memory only");
     c.prefetched.clear();

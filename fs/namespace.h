@@ -95,8 +95,9 @@ class Namespace {
   // Starts `out` and gathers up to `size` bytes at `offset` of any file (short at EOF).
   Status read(uint64_t ino, uint64_t offset, uint64_t size, cache::Gather& out) const;
   // FUSE passthrough while loading (namespace_passthrough.cc).
-  // Whether a dataset is still scanning, joining or loading.
-  bool loading() const;
+  // Whether a dataset is still scanning or joining, or loading with
+  // passthrough (Dataset::passthrough).
+  bool passthrough_loading() const;
   // Whether `ino` is a raw file whose dataset loads and some of whose bytes
   // this node will hold but does not yet: the kernel had better read it from
   // the backend file than through dlfsd.

@@ -10,10 +10,10 @@
 
 namespace dlfs::fs {
 
-bool Namespace::loading() const {
+bool Namespace::passthrough_loading() const {
   for (const auto& slot : datasets_) {
-    if (!slot->settled()) return true;
-    if (const Dataset* ds = slot->get(); ds && ds->loading()) return true;
+    if (!slot->settled()) return true;  // it may pass files through once scanned
+    if (const Dataset* ds = slot->get(); ds && ds->passthrough() && ds->loading()) return true;
   }
   return false;
 }
@@ -22,7 +22,7 @@ bool Namespace::wants_passthrough(uint64_t ino) const {
   auto n = decode_ino(ino);
   if (!n || n->kind != NodeKind::raw_file) return false;
   const Dataset* ds = ready_dataset(*n);
-  if (!ds || !ds->loading() || n->index >= ds->manifest().file_count()) return false;
+  if (!ds || !ds->passthrough() || !ds->loading() || n->index >= ds->manifest().file_count()) return false;
   const auto& m = ds->manifest();
   const auto f = static_cast<uint32_t>(n->index);
   const uint64_t begin = m.file_data_offset(f), size = m.file_size(f);

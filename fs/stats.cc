@@ -52,6 +52,8 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed) {
       {"capacity_bytes", d.buffer().capacity_bytes()},
       {"metadata_bytes", d.metadata_bytes()},
       {"scan_s", d.scan_seconds()},
+      {"backend_fs", d.backend_fs()},
+      {"passthrough", d.passthrough()},
       {"skipped", {{"symlinks", sr.skipped_symlinks}, {"special", sr.skipped_special}, {"unreadable", sr.unreadable}}},
       {"load", load_json(d.load_progress())},
       {"plan", plan_summary_json(d)},

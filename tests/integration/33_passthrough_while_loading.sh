@@ -6,7 +6,7 @@
 # of the load; a backend file changed since the scan is never handed over
 # (EIO, as without passthrough); after the load no OPEN reaches dlfsd again
 # and every backing file is closed. Then the same reads with
-# --no-passthrough, none of them passed through.
+# --passthrough off, none of them passed through.
 #
 # The load takes seconds on purpose: dlfsd runs with the faulty backend
 # module (LD_PRELOAD), which delays each of its preads of the dataset by
@@ -19,7 +19,7 @@ CHECK=("$PYTHON" "$(dirname "$0")/check_passthrough.py")
 "${CHECK[@]}" make "$WORK/data"
 DAEMON_WRAP=(env LD_PRELOAD="$FAULTY_BACKEND" DLFS_FAULT_DELAY="$WORK/data/*" DLFS_FAULT_DELAY_MS=40)
 
-log "passthrough (the default)"
+log "passthrough auto (the default; the backend is on a local file system)"
 start_daemon "$WORK/mnt" "$WORK/dlfsd.log" --backend "$WORK/data" --name ds --extent-size 64KiB --loader-threads 2
 rc=0
 DLFS_SOCKET="$(ctl_socket "$WORK/mnt")" "${CHECK[@]}" on "$WORK/mnt" "$WORK/data" || rc=$?
@@ -29,11 +29,11 @@ grep -q "datasets loaded: raw files are served from memory only" "$WORK/dlfsd.lo
   fail "the log does not say when the passthrough window ended"
 stop_daemon "$DAEMON_PID" "$WORK/mnt"
 
-log "--no-passthrough"
+log "--passthrough off"
 "${CHECK[@]}" make "$WORK/data2"
 DAEMON_WRAP=(env LD_PRELOAD="$FAULTY_BACKEND" DLFS_FAULT_DELAY="$WORK/data2/*" DLFS_FAULT_DELAY_MS=40)
 start_daemon "$WORK/mnt2" "$WORK/dlfsd2.log" --backend "$WORK/data2" --name ds --extent-size 64KiB \
-  --loader-threads 2 --no-passthrough
-DLFS_SOCKET="$(ctl_socket "$WORK/mnt2")" "${CHECK[@]}" off "$WORK/mnt2" "$WORK/data2" || fail "--no-passthrough checks failed"
+  --loader-threads 2 --passthrough off
+DLFS_SOCKET="$(ctl_socket "$WORK/mnt2")" "${CHECK[@]}" off "$WORK/mnt2" "$WORK/data2" || fail "--passthrough off checks failed"
 stop_daemon "$DAEMON_PID" "$WORK/mnt2"
 log "ok"

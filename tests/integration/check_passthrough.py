@@ -6,7 +6,7 @@
   on MNT BACKEND     (DLFS_CTL and DLFS_SOCKET name dlfs-ctl and the daemon's
                      control socket) checks against a dlfsd that is loading it, passthrough on;
                      exits 77 when the kernel offers no passthrough
-  off MNT BACKEND    the same reads with --no-passthrough: none passed through
+  off MNT BACKEND    the same reads with --passthrough off: none passed through
 """
 import json
 import mmap
@@ -77,6 +77,8 @@ def check_on(mnt, backend):
         sys.exit(77)
     if not pt["in_use"]:
         fail(f"the kernel offers passthrough but dlfsd did not take it: {pt}")
+    if not ds["passthrough"]:
+        fail(f"passthrough auto, backend on {ds['backend_fs']}, yet the dataset is not passed through")
     if ds["load"]["state"] != "loading":
         fail("the load ended before the checks began: they would check nothing")
 
@@ -151,13 +153,15 @@ def check_on(mnt, backend):
 def check_off(mnt, backend):
     s, ds = stats(mnt)
     if s["fuse"]["passthrough"]["in_use"]:
-        fail(f"--no-passthrough, yet passthrough is in use: {s['fuse']['passthrough']}")
+        fail(f"--passthrough off, yet passthrough is in use: {s['fuse']['passthrough']}")
+    if ds["passthrough"]:
+        fail("--passthrough off, yet the dataset says it is passed through")
     for i in range(COUNT - 41, COUNT):
         same(mnt, backend, i)
     same(mnt, backend, 5, "mmap")
     s, ds = stats(mnt)
     if ds["views"]["raw"]["passthrough_files"] != 0 or s["fuse"]["passthrough"]["backing_files"] != 0:
-        fail(f"--no-passthrough handed backend files to the kernel: {s['fuse']['passthrough']}")
+        fail(f"--passthrough off handed backend files to the kernel: {s['fuse']['passthrough']}")
     if s["fuse"]["requests"]["read"] == 0:
         fail("no READ reached dlfsd: the reads were not served by it")
 

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fs/backend_fs.h"
 #include "fs/config.h"
 #include "fs/dataset.h"
 #include "fs/fuse_passthrough.h"
@@ -151,6 +152,21 @@ TEST(PrefetchedFilesTest, KeepsTheNewestFilesForTheirOpens) {
   EXPECT_EQ(kept.size(), 0u);
 }
 
+TEST(BackendFsTest, NetworkFileSystemsAreToldFromLocalOnes) {
+  EXPECT_EQ(backend_fs_of_type(0xEF53).type, "ext4");
+  EXPECT_FALSE(backend_fs_of_type(0xEF53).network);
+  EXPECT_FALSE(backend_fs_of_type(0x58465342).network);  // xfs
+  for (long magic : {0x6969L, 0x0BD00BD0L, 0x47504653L, 0x65735546L, 0xFF534D42L, 0x00C36400L}) {
+    EXPECT_TRUE(backend_fs_of_type(magic).network) << std::hex << magic;
+  }
+  EXPECT_EQ(backend_fs_of_type(0x6969).type, "nfs");
+  EXPECT_EQ(backend_fs_of_type(0x12345678).type, "0x12345678");
+  auto here = backend_fs(::testing::TempDir());
+  ASSERT_TRUE(here.is_ok()) << here.status().message();
+  EXPECT_FALSE(here->type.empty());
+  EXPECT_EQ(backend_fs("/no/such/dir").status().err(), ENOENT);
+}
+
 class PassthroughNamespaceTest : public ::dlfs::test::TempDirTest {
  protected:
   void SetUp() override {
@@ -159,14 +175,20 @@ class PassthroughNamespaceTest : public ::dlfs::test::TempDirTest {
       std::ofstream(root_ + "/f" + std::to_string(i), std::ios::binary) << std::string(100000, char('a' + i));
     }
     std::ofstream(root_ + "/empty", std::ios::binary);
+    open_dataset("on");
+  }
+  void open_dataset(const std::string& passthrough) {
     DatasetConfig dc;
     dc.name = "ds";
     dc.backend = root_;
     DaemonConfig daemon;
     daemon.extent_size = 64 << 10;
     daemon.loader_threads = 2;
+    daemon.passthrough = passthrough;
     auto ds = Dataset::open(dc, ~0ull, daemon);
     ASSERT_TRUE(ds.is_ok()) << ds.status().message();
+    ns_.reset();
+    datasets_.clear();
     datasets_.push_back(std::move(ds).value());
     ns_ = std::make_unique<Namespace>(datasets_, [] { return std::string("{}\n"); }, 1, 0, 0);
   }
@@ -184,7 +206,7 @@ class PassthroughNamespaceTest : public ::dlfs::test::TempDirTest {
 TEST_F(PassthroughNamespaceTest, RawFilesNotInMemoryGoToTheBackendOnlyWhileLoading) {
   // Not loaded yet: every non-empty raw file is wanted, with its backend
   // file opened for the kernel.
-  EXPECT_TRUE(ns_->loading());
+  EXPECT_TRUE(ns_->passthrough_loading());
   const uint64_t f3 = ino("f3");
   EXPECT_TRUE(ns_->wants_passthrough(f3));
   EXPECT_FALSE(ns_->wants_passthrough(ino("empty"))) << "nothing to read";
@@ -206,8 +228,19 @@ TEST_F(PassthroughNamespaceTest, RawFilesNotInMemoryGoToTheBackendOnlyWhileLoadi
   // Loaded: nothing is wanted, and the window is over.
   datasets_[0]->start_loading();
   while (!datasets_[0]->load_progress().done) ::usleep(1000);
-  EXPECT_FALSE(ns_->loading());
+  EXPECT_FALSE(ns_->passthrough_loading());
   EXPECT_FALSE(ns_->wants_passthrough(f3));
+}
+
+TEST_F(PassthroughNamespaceTest, OffMeansNoFileIsPassedThrough) {
+  open_dataset("off");
+  EXPECT_FALSE(datasets_[0]->passthrough());
+  EXPECT_TRUE(datasets_[0]->loading());
+  EXPECT_FALSE(ns_->passthrough_loading()) << "no window: the first OPEN can be answered ENOSYS";
+  EXPECT_FALSE(ns_->wants_passthrough(ino("f3")));
+  // auto: this test's directory is on a local file system.
+  open_dataset("auto");
+  EXPECT_TRUE(datasets_[0]->passthrough()) << datasets_[0]->backend_fs();
 }
 
 TEST_F(PassthroughNamespaceTest, AChangedBackendFileIsNotHandedToTheKernel) {
