@@ -27,6 +27,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cache/gather.h"
@@ -136,6 +137,9 @@ class Namespace {
   Status world_readdir(const Dataset& ds, const NodeId& n, uint64_t child, const Emit& emit,
                        bool kernel_keeps_entries) const;
   Status read_raw(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const;
+  // A raw file of a ready dataset: its dataset and manifest file id, else
+  // {null, 0} (namespace_passthrough.cc).
+  std::pair<const Dataset*, uint32_t> raw_file_of(uint64_t ino) const;
   Status read_view(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const;
   Status read_generated(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const;
   // A view read's status, named after its dataset on failure; on success the

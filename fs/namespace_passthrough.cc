@@ -3,6 +3,7 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -19,12 +20,9 @@ bool Namespace::passthrough_loading() const {
 }
 
 bool Namespace::wants_passthrough(uint64_t ino) const {
-  auto n = decode_ino(ino);
-  if (!n || n->kind != NodeKind::raw_file) return false;
-  const Dataset* ds = ready_dataset(*n);
-  if (!ds || !ds->passthrough() || !ds->loading() || n->index >= ds->manifest().file_count()) return false;
+  const auto [ds, f] = raw_file_of(ino);
+  if (!ds || !ds->passthrough() || !ds->loading()) return false;
   const auto& m = ds->manifest();
-  const auto f = static_cast<uint32_t>(n->index);
   const uint64_t begin = m.file_data_offset(f), size = m.file_size(f);
   const cache::StorageBuffer& b = ds->buffer();
   // Only bytes this node will hold: another node's stripe is read from that
@@ -35,10 +33,9 @@ bool Namespace::wants_passthrough(uint64_t ino) const {
 }
 
 UniqueFd Namespace::prefetch_backend_file(uint64_t ino, uint64_t bytes) const {
-  auto n = decode_ino(ino);
-  const Dataset* ds = n ? ready_dataset(*n) : nullptr;
-  if (!ds || n->kind != NodeKind::raw_file || n->index >= ds->manifest().file_count()) return UniqueFd();
-  auto fd = ds->backend().open_checked(static_cast<uint32_t>(n->index));
+  const auto [ds, f] = raw_file_of(ino);
+  if (!ds) return UniqueFd();
+  auto fd = ds->backend().open_checked(f);
   if (!fd) return UniqueFd();  // the open, if any, finds out and says why
   // Advice: a failure changes nothing but speed.
   (void)::posix_fadvise(fd->get(), 0, static_cast<off_t>(bytes), POSIX_FADV_WILLNEED);
@@ -47,11 +44,10 @@ UniqueFd Namespace::prefetch_backend_file(uint64_t ino, uint64_t bytes) const {
 }
 
 UniqueFd Namespace::open_backend_file(uint64_t ino, UniqueFd opened) const {
-  auto n = decode_ino(ino);
-  const Dataset* ds = n ? ready_dataset(*n) : nullptr;
-  if (!ds || n->kind != NodeKind::raw_file || n->index >= ds->manifest().file_count()) return UniqueFd();
+  const auto [ds, f] = raw_file_of(ino);
+  if (!ds) return UniqueFd();
   if (!opened.valid()) {
-    auto fd = ds->backend().open_checked(static_cast<uint32_t>(n->index));
+    auto fd = ds->backend().open_checked(f);
     if (!fd) {
       spdlog::debug("dataset '{}': not passed through: {}", ds->name(), fd.status().message());
       return UniqueFd();
@@ -63,6 +59,14 @@ UniqueFd Namespace::open_backend_file(uint64_t ino, UniqueFd opened) const {
   ds->buffer().reader_misses().note();
   ds->raw_counters().passthrough_files.fetch_add(1, std::memory_order_relaxed);
   return opened;
+}
+
+std::pair<const Dataset*, uint32_t> Namespace::raw_file_of(uint64_t ino) const {
+  auto n = decode_ino(ino);
+  if (!n || n->kind != NodeKind::raw_file) return {nullptr, 0};
+  const Dataset* ds = ready_dataset(*n);
+  if (!ds || n->index >= ds->manifest().file_count()) return {nullptr, 0};
+  return {ds, static_cast<uint32_t>(n->index)};
 }
 
 }  // namespace dlfs::fs
