@@ -15,6 +15,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -31,6 +32,21 @@ std::vector<std::byte> stripe_bytes() {
   std::vector<std::byte> v(kStripe);
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::byte>((i * 2654435761u) >> 13 ^ i >> 9);
   return v;
+}
+
+// SIGSTOP and wait until the process is stopped: kill() only queues the
+// signal, and on a busy machine the server could still answer a get or two.
+void stop_process(pid_t pid) {
+  ::kill(pid, SIGSTOP);
+  const std::string stat_path = "/proc/" + std::to_string(pid) + "/stat";
+  for (int i = 0; i < 500; ++i) {
+    std::ifstream in(stat_path);
+    std::string line;
+    std::getline(in, line);
+    const auto paren = line.rfind(')');  // the state follows the command name
+    if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'T') return;
+    std::this_thread::sleep_for(2ms);
+  }
 }
 
 std::string hex(const std::string& s) {
@@ -217,7 +233,7 @@ TEST(FabricKill, AStalledServerNeverWritesTheCallersBufferLate) {
   std::vector<std::byte> got(1 << 20);
   ASSERT_TRUE((*ep)->get(**key, base, got, 10s));
   ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size()));
-  ::kill(c.pid, SIGSTOP);
+  stop_process(c.pid);
   auto untouched = [](const std::vector<std::byte>& v) {
     return std::all_of(v.begin(), v.end(), [](std::byte b) { return b == std::byte{0x5a}; });
   };
