@@ -246,14 +246,19 @@ void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
 // Whether opens still get real replies, for passthrough: while INIT agreed
 // on it and a dataset loads. The first open after that ends the window for
 // good (as the first ENOSYS ends OPEN requests for good).
+// Ends the window (once: the first caller logs why); files kept open for
+// OPENs that will no longer come are closed.
+void end_passthrough_window(FuseContext& c, spdlog::level::level_enum level, const std::string& why) {
+  if (c.passthrough_over.exchange(true)) return;
+  spdlog::log(level, "{}", why);
+  c.prefetched.clear();
+}
+
 bool passthrough_window(FuseContext& c) {
   if (!c.passthrough.negotiated.load(std::memory_order_acquire) || c.passthrough_over.load(std::memory_order_acquire))
     return false;
   if (c.ns->passthrough_loading()) return true;
-  if (!c.passthrough_over.exchange(true)) {
-    spdlog::info("datasets loaded: raw files are served from memory only");
-    c.prefetched.clear();
-  }
+  end_passthrough_window(c, spdlog::level::info, "datasets loaded: raw files are served from memory only");
   return false;
 }
 
@@ -263,14 +268,17 @@ bool passthrough_window(FuseContext& c) {
 void reply_open_in_window(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   FuseContext& c = ctx(req);
   BackingFiles::Open o;
+  bool read_ahead = false;  // a LOOKUP started reading this file already
   if (c.ns->wants_passthrough(ino)) {
     Status refused;
-    o = c.backing.open_passthrough(ino, [&] { return c.ns->open_backend_file(ino, c.prefetched.take(ino)); },
-                                   &refused);
-    if (!refused.is_ok() && !c.passthrough_over.exchange(true)) {  // e.g. not root: ask no more
-      spdlog::warn("FUSE passthrough is off from now on: {}", refused.message());
-      c.prefetched.clear();
-    }
+    auto source = [&] {
+      UniqueFd kept = c.prefetched.take(ino);
+      read_ahead = kept.valid();
+      return c.ns->open_backend_file(ino, std::move(kept));
+    };
+    o = c.backing.open_passthrough(ino, source, &refused);
+    if (!refused.is_ok())  // e.g. not root: ask no more
+      end_passthrough_window(c, spdlog::level::warn, "FUSE passthrough is off from now on: " + refused.message());
   } else {
     o = c.backing.open_cached(ino);
   }
@@ -281,9 +289,8 @@ void reply_open_in_window(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // The reader reads the file next: start the backend's read of its first
   // MiB (what one read request asks for at most) now, on this thread, while
   // the reader wakes up, instead of when its read arrives. After the reply,
-  // so that it does not delay it. (Mostly under way already when a LOOKUP
-  // came first: do_lookup.)
-  if (o.backend.valid()) (void)::posix_fadvise(o.backend.get(), 0, kPrefetchBytes, POSIX_FADV_WILLNEED);
+  // so that it does not delay it. Not again when its LOOKUP did (do_lookup).
+  if (o.backend.valid() && !read_ahead) (void)::posix_fadvise(o.backend.get(), 0, kPrefetchBytes, POSIX_FADV_WILLNEED);
 }
 
 // Nothing to keep per open. Where the kernel can skip OPEN, the first one
