@@ -177,7 +177,7 @@ Status BackendReader::read_file(uint32_t file, uint64_t offset, std::span<std::b
   // what we read is the pinned version only if the file still matches.
   DLFS_RETURN_IF_ERROR(check_pin(file, path, fd->get()));
   // Advice only: a failure changes nothing about the bytes read.
-  if (use == CacheUse::drop && !direct)
+  if (use != CacheUse::keep && !direct)
     (void)::posix_fadvise(fd->get(), static_cast<off_t>(offset), static_cast<off_t>(*done), POSIX_FADV_DONTNEED);
   if (*done < out.size())  // never hand out zero-filled bytes as data
     return Status(EIO, quoted(path) + " is shorter than when scanned (wanted " + std::to_string(out.size()) +

@@ -40,7 +40,10 @@ namespace dlfs::cache {
 // evicted afterwards (POSIX_FADV_DONTNEED, after the pin check: only clean
 // pages no one else has mapped go). A file system that refuses O_DIRECT
 // (tmpfs) is read the ordinary way from then on.
-enum class CacheUse { keep, drop };
+// `drop_buffered`: as `drop`, but always through the page cache (then
+// evicted): for bytes already read ahead into it (cache/load_stager.h), which
+// a direct read would fetch from the device a second time.
+enum class CacheUse { keep, drop, drop_buffered };
 
 // Alignment of a direct read: file offset, destination and length (the
 // tail goes through a bounce block). 4 KiB suits every block size here.

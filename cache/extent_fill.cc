@@ -18,13 +18,13 @@ ExtentFill::ExtentFill(StorageBuffer& buffer, const BackendReader& backend, uint
     : buffer_(buffer), backend_(backend), read_size_(std::max<uint64_t>(1, read_size)),
       label_(label.empty() ? "dataset" : std::move(label)), backend_cache_(backend_cache) {}
 
-Status ExtentFill::load(uint64_t e) const {
+Status ExtentFill::load(uint64_t e, CacheUse use) const {
   std::byte* dst = buffer_.extent_data(e);
   const uint64_t base = buffer_.extent_begin(e);
   const uint64_t len = buffer_.extent_length(e);
   for (uint64_t off = 0; off < len;) {
     const uint64_t n = std::min(read_size_, len - off);
-    Status s = backend_.read(base + off, std::span<std::byte>(dst + off, n), backend_cache_);
+    Status s = backend_.read(base + off, std::span<std::byte>(dst + off, n), use);
     if (!s) {
       buffer_.mark_failed(e);
       report_failure(e, s);
@@ -36,9 +36,9 @@ Status ExtentFill::load(uint64_t e) const {
   return Status::ok();
 }
 
-bool ExtentFill::claim_and_load(uint64_t e) const {
+bool ExtentFill::claim_and_load(uint64_t e, CacheUse use) const {
   if (!buffer_.try_mark_loading(e)) return false;
-  (void)load(e);  // a failure is settled (failed) and logged; the caller reads the backend
+  (void)load(e, use);  // a failure is settled (failed) and logged; the caller reads the backend
   return true;
 }
 

@@ -28,11 +28,14 @@ class ExtentFill {
 
   // Fills extent e, which the caller claimed (try_mark_loading returned
   // true), and settles it: resident, or failed with the error returned.
-  Status load(uint64_t e) const;
+  Status load(uint64_t e) const { return load(e, backend_cache_); }
+  Status load(uint64_t e, CacheUse use) const;
 
   // Claims e if it is absent and loads it. True when this call settled it
   // (whether it became resident or failed), false when it was not absent.
-  bool claim_and_load(uint64_t e) const;
+  bool claim_and_load(uint64_t e) const { return claim_and_load(e, backend_cache_); }
+  bool claim_and_load(uint64_t e, CacheUse use) const;
+  const BackendReader& backend() const { return backend_; }
 
   StorageBuffer& buffer() const { return buffer_; }
 

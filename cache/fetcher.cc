@@ -21,7 +21,11 @@ CacheUse Fetcher::backend_cache_use(uint64_t offset) const {
   // copy in the page cache as well would only take fresh memory, which on
   // some VMs is what reads while loading wait for (docs/benchmarks.md).
   if (local_ == nullptr || offset < local_->range_begin() || offset >= local_->range_end()) return CacheUse::keep;
-  return local_->extent_of(offset) < local_->cacheable_extents() ? CacheUse::drop : CacheUse::keep;
+  const uint64_t e = local_->extent_of(offset);
+  if (e >= local_->cacheable_extents()) return CacheUse::keep;
+  // Staged (cache/load_stager.h): read ahead into the page cache already.
+  // Read it there, and leave it for the loader, which evicts it once copied.
+  return local_->staged(e) ? CacheUse::keep : CacheUse::drop;
 }
 
 Status Fetcher::read(uint64_t offset, std::span<std::byte> dst) const {

@@ -27,6 +27,8 @@ std::string format_seconds(double s) {
 // How long a loader thread that walked every extent sleeps between looks at stop_ while readers
 // finish the extents they claimed.
 constexpr auto kSettlePoll = std::chrono::milliseconds(50);
+// How long a loader thread waits before looking again while the stager reads ahead for readers.
+constexpr auto kStagePause = std::chrono::milliseconds(5);
 
 Loader::Loader(StorageBuffer& buffer, const BackendReader& backend, LoaderOptions options)
     : buffer_(buffer), options_(std::move(options)) {
@@ -54,6 +56,14 @@ void Loader::start() {
   spdlog::info("[{}] loading {} in {} extents of {} with {} threads", options_.label,
                format_size(buffer_.capacity_bytes()), total, format_size(buffer_.extent_size()), n);
   if (options_.readers_load) buffer_.set_fill_on_read(fill_);  // a reader loads the absent extent it needs
+  if (options_.stage_files > 0) {
+    stager_ = std::make_unique<LoadStager>(
+        buffer_, fill_->backend(),
+        StagerOptions{.files_in_flight = options_.stage_files, .miss_window = options_.yield.miss_window,
+                      .label = options_.label},
+        [this] { return next_extent_.load(std::memory_order_relaxed); });
+    stager_->start();
+  }
   for (unsigned i = 0; i < n; ++i) threads_.emplace_back([this] { run_worker(); });
   if (options_.log_interval_s > 0) monitor_ = std::thread([this] { run_monitor(); });
 }
@@ -62,6 +72,7 @@ void Loader::stop() {
   // Readers stop claiming extents; one already loading finishes (it holds the fill).
   if (buffer_.fill_on_read() == fill_) buffer_.set_fill_on_read(nullptr);
   stop_.store(true);
+  if (stager_) stager_->stop();
   { std::lock_guard lk(mu_); }  // a waiter is either before its check or asleep
   cv_.notify_all();
   for (auto& t : threads_)
@@ -81,6 +92,7 @@ LoadProgress Loader::progress() const {
   // The buffer's counts: extents loaded by readers (or an earlier loader) count too.
   p.extents_failed = buffer_.failed_extents();
   p.extents_background = background_extents_.load(std::memory_order_relaxed);
+  p.extents_staged = buffer_.staged_extents();
   p.extents_loaded = buffer_.resident_extents();
   p.bytes_loaded = buffer_.resident_bytes();
   p.done = buffer_.settled_extents() >= p.extents_total;
@@ -106,12 +118,24 @@ void Loader::run_worker() {
   // Extents are handed out in byte-space order, so the backend sees nearly
   // sequential reads even with several threads.
   while (!stop_.load(std::memory_order_relaxed)) {
-    priority.set_background(options_.yield.background(buffer_.reader_misses(), ReaderMisses::now_ns(), progress_ns_));
+    const bool background =
+        options_.yield.background(buffer_.reader_misses(), ReaderMisses::now_ns(), progress_ns_);
+    // The stager reads ahead for the readers: loading beside it (even in the
+    // background) would spend the CPU and fresh memory they need; the floor
+    // (background() false while readers miss) still loads.
+    if (background && stager_ && stager_->active()) {
+      std::this_thread::sleep_for(kStagePause);
+      continue;
+    }
+    priority.set_background(background);
     uint64_t e = next_extent_.fetch_add(1, std::memory_order_relaxed);
     if (e >= total) break;
+    // A staged extent is in the page cache: copy it from there.
+    const CacheUse use = options_.backend_cache == CacheUse::drop && buffer_.staged(e) ? CacheUse::drop_buffered
+                                                                                      : options_.backend_cache;
     // Claimed already (by a reader, or loaded before this loader ran): the
     // buffer counts it when it settles.
-    if (fill_->claim_and_load(e)) {
+    if (fill_->claim_and_load(e, use)) {
       progress_ns_.store(ReaderMisses::now_ns(), std::memory_order_relaxed);
       if (priority.background()) background_extents_.fetch_add(1, std::memory_order_relaxed);
     }
@@ -150,9 +174,10 @@ void Loader::log_final() {
   LoadProgress p = progress();
   if (p.done) {
     auto level = p.extents_failed ? spdlog::level::warn : spdlog::level::info;
-    spdlog::log(level, "[{}] load done: {} in {} ({}), {} failed extents, {} loaded yielding to readers",
+    spdlog::log(level,
+                "[{}] load done: {} in {} ({}), {} failed extents, {} loaded yielding to readers, {} staged for them",
                 options_.label, format_size(p.bytes_loaded), format_seconds(p.elapsed_s), format_rate(p.rate_bps),
-                p.extents_failed, p.extents_background);
+                p.extents_failed, p.extents_background, p.extents_staged);
   } else {
     spdlog::info("[{}] load stopped: {} of {} in {} ({}), {} failed extents", options_.label,
                  format_size(p.bytes_loaded), format_size(p.bytes_total), format_seconds(p.elapsed_s),

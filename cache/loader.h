@@ -14,6 +14,13 @@
 // priority, with a floor so the load never stops (cache/load_yield.h). The
 // loader's backend reads leave no copy in the page cache (CacheUse::drop).
 //
+// Staging (stage_files > 0): while readers miss, a LoadStager reads the
+// extents after the loader's cursor ahead into the page cache, a few files in
+// flight, and the loader threads wait instead of loading in the background
+// (but for the floor); a staged extent is then loaded from the page cache
+// (CacheUse::drop_buffered), not read from the device a second time
+// (cache/load_stager.h).
+//
 // Progress counts what the buffer holds (resident and failed extents, whoever
 // loaded them): the load is done when every cacheable extent is settled, and
 // loader threads that walked every extent wait for the ones readers are still
@@ -33,6 +40,7 @@
 
 #include "cache/backend_reader.h"
 #include "cache/extent_fill.h"
+#include "cache/load_stager.h"
 #include "cache/storage_buffer.h"
 
 namespace dlfs::cache {
@@ -52,6 +60,8 @@ struct LoaderOptions {
   LoadYieldPolicy yield{};
   // The backend's page cache drops what the loader read (the buffer holds it).
   CacheUse backend_cache = CacheUse::drop;
+  // Files the stager keeps in flight while readers miss; 0: no staging.
+  unsigned stage_files = 0;
 };
 
 struct LoadProgress {
@@ -61,6 +71,7 @@ struct LoadProgress {
   uint64_t extents_loaded = 0;
   uint64_t extents_failed = 0;
   uint64_t extents_background = 0;  // loaded by this loader at background priority (readers missed)
+  uint64_t extents_staged = 0;      // read ahead into the page cache while readers missed
   double elapsed_s = 0;
   double rate_bps = 0;          // bytes_loaded / elapsed
   double eta_s = 0;             // remaining / rate; 0 when done
@@ -88,6 +99,7 @@ class Loader {
   std::shared_ptr<const ExtentFill> fill_;  // shared with readers through the buffer
   std::vector<std::thread> threads_;
   std::thread monitor_;
+  std::unique_ptr<LoadStager> stager_;  // with stage_files > 0, while loading
   std::atomic<uint64_t> next_extent_{0};
   std::atomic<unsigned> running_{0};
   std::atomic<uint64_t> background_extents_{0};

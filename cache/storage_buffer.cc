@@ -40,6 +40,7 @@ Result<std::unique_ptr<StorageBuffer>> StorageBuffer::create(uint64_t range_begi
   }
   b->state_ = std::make_unique<std::atomic<uint8_t>[]>(b->extent_count_);
   b->checksum_ = std::make_unique<uint64_t[]>(b->extent_count_);
+  b->staged_ = std::make_unique<std::atomic<uint8_t>[]>(b->extent_count_);
   if (b->capacity_ == 0) return b;
 
   void* p = MAP_FAILED;

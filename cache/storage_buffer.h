@@ -101,6 +101,16 @@ class StorageBuffer {
   void mark_resident(uint64_t e, uint64_t checksum);
   void mark_failed(uint64_t e);
 
+  // Staging (cache/load_stager.h): extent e's backend bytes were read ahead
+  // into the kernel's page cache, so reads of them (the loader's, a miss's)
+  // go through the page cache instead of past it. A hint: pages the kernel
+  // evicted meanwhile are simply read again from the device.
+  void mark_staged(uint64_t e) {
+    if (staged_[e].exchange(1, std::memory_order_release) == 0) staged_count_.fetch_add(1, std::memory_order_relaxed);
+  }
+  bool staged(uint64_t e) const { return staged_[e].load(std::memory_order_acquire) != 0; }
+  uint64_t staged_extents() const { return staged_count_.load(std::memory_order_relaxed); }
+
   // Waits until extent e is not `loading` (resident, failed or absent) or
   // `timeout` passed; true when it settled in time.
   bool wait_settled(uint64_t e, std::chrono::nanoseconds timeout) const;
@@ -136,6 +146,8 @@ class StorageBuffer {
   std::byte* base_ = nullptr;
   std::unique_ptr<std::atomic<uint8_t>[]> state_;
   std::unique_ptr<uint64_t[]> checksum_;
+  std::unique_ptr<std::atomic<uint8_t>[]> staged_;
+  std::atomic<uint64_t> staged_count_{0};
   std::atomic<uint64_t> resident_bytes_{0};
   std::atomic<uint64_t> resident_extents_{0};
   std::atomic<uint64_t> failed_bytes_{0};

@@ -50,6 +50,9 @@ struct DaemonConfig {
   std::string memory_budget = "50%";   // of physical memory, or a size
   uint64_t extent_size = 8ull << 20;
   unsigned loader_threads = 4;
+  // Read-ahead of the load into the page cache while readers miss
+  // (cache/load_stager.h): auto (backends on local file systems), on, off.
+  std::string load_staging = "auto";
   unsigned backend_requests = 0;       // preads in flight per dataset at most (0: no bound)
   uint64_t read_size = 8ull << 20;
   // [cluster]: the job's daemons (docs/deploy.md). No peers and no Slurm

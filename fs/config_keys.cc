@@ -129,6 +129,12 @@ std::vector<ConfigKey> cache_keys() {
       Key(s, "loader_threads", "--loader-threads", Kind::integer, DAEMON(loader_threads),
           "Backend reads in flight while loading")
           .range(1, 4096),
+      Key(s, "load_staging", "--load-staging", Kind::choice, DAEMON(load_staging),
+          "While readers read the backend for bytes not loaded yet, read the loader's next extents ahead into the "
+          "page cache (8 files in flight) and load them from there afterwards, instead of loading beside the "
+          "readers and reading those bytes twice: auto (datasets on local file systems, where it was measured), "
+          "on, off (cache/load_stager.h)")
+          .choices({"auto", "on", "off"}),
       Key(s, "read_size", "--read-size", Kind::size, DAEMON(read_size), "Largest single backend read").at_least(4096),
       Key(s, "backend_requests", "--backend-requests", Kind::integer, DAEMON(backend_requests),
           "Backend reads in flight per dataset at most, from any source (loader, rounds, reads of samples not in "

@@ -19,6 +19,10 @@ namespace dlfs::fs {
 
 namespace {
 
+// Files the load stager keeps in flight (cache/load_stager.h): of 4, 8 and
+// 16, 8 read fastest here (docs/benchmarks.md, "Staging the load").
+constexpr unsigned kStageFiles = 8;
+
 // xxh3 over the format and every file's path and size: two nodes that scanned
 // different trees (or the same tree under another format) disagree.
 uint64_t manifest_fingerprint(const provenance::Manifest& m) {
@@ -71,7 +75,9 @@ Result<std::unique_ptr<Dataset>> Dataset::open(const DatasetConfig& config, uint
 
   auto fs_kind = fs::backend_fs(config.backend);  // the free function, not the accessor
   ds->backend_fs_ = fs_kind ? fs_kind->type : "unknown";
-  ds->passthrough_ = daemon.passthrough == "on" || (daemon.passthrough == "auto" && fs_kind && !fs_kind->network);
+  const bool local_fs = fs_kind && !fs_kind->network;
+  ds->passthrough_ = daemon.passthrough == "on" || (daemon.passthrough == "auto" && local_fs);
+  ds->load_staging_ = daemon.load_staging == "on" || (daemon.load_staging == "auto" && local_fs);
 
   auto backend = cache::BackendReader::open(ds->manifest_, daemon.backend_requests, config.name);
   if (!backend) return backend.status().with_context(what);
@@ -111,6 +117,7 @@ Result<std::unique_ptr<Dataset>> Dataset::open(const DatasetConfig& config, uint
   lo.threads = daemon.loader_threads;
   lo.read_size = daemon.read_size;
   lo.label = config.name;
+  lo.stage_files = ds->load_staging_ ? kStageFiles : 0;
   ds->loader_ = std::make_unique<cache::Loader>(*ds->buffer_, *ds->backend_, lo);
   ds->reader_ = std::make_unique<cache::SampleReader>(ds->manifest_, *ds->buffer_, *ds->fetcher_, ds->pipeline_.get(),
                                                       ds->pipeline_ ? &ds->planner_->shape() : nullptr);

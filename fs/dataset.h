@@ -86,6 +86,9 @@ class Dataset {
   // (config `passthrough`; auto: the backend is on a local file system).
   bool passthrough() const { return passthrough_; }
   const std::string& backend_fs() const { return backend_fs_; }  // "ext4", "nfs", ...
+  // Whether the load is read ahead into the page cache while readers miss
+  // (config `load_staging`; auto: the backend is on a local file system).
+  bool load_staging() const { return load_staging_; }
   // Some extent this node will hold is neither resident nor failed yet.
   bool loading() const { return buffer_->settled_extents() < buffer_->cacheable_extents(); }
   void stop_loading() { loader_->stop(); }
@@ -109,6 +112,7 @@ class Dataset {
   int64_t root_mtime_ns_ = 0;
   double scan_seconds_ = 0;
   bool passthrough_ = false;
+  bool load_staging_ = false;
   std::string backend_fs_;
   std::unique_ptr<cache::BackendReader> backend_;
   std::unique_ptr<cache::Fetcher> fetcher_;

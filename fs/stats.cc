@@ -31,6 +31,8 @@ nlohmann::json load_json(const cache::LoadProgress& p) {
           {"extents_total", p.extents_total},
           {"extents_loaded", p.extents_loaded},
           {"extents_failed", p.extents_failed},
+          {"extents_background", p.extents_background},
+          {"extents_staged", p.extents_staged},
           {"rate_bps", p.rate_bps},
           {"eta_s", p.eta_s},
           {"elapsed_s", p.elapsed_s}};
@@ -54,6 +56,7 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed) {
       {"scan_s", d.scan_seconds()},
       {"backend_fs", d.backend_fs()},
       {"passthrough", d.passthrough()},
+      {"load_staging", d.load_staging()},
       {"skipped", {{"symlinks", sr.skipped_symlinks}, {"special", sr.skipped_special}, {"unreadable", sr.unreadable}}},
       {"load", load_json(d.load_progress())},
       {"plan", plan_summary_json(d)},

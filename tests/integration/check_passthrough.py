@@ -147,7 +147,12 @@ def check_on(mnt, backend):
         time.sleep(0.1)
     else:
         fail(f"backing files left open: {stats(mnt)[0]['fuse']['passthrough']}")
-    print(f"passthrough: {ds['views']['raw']['passthrough_files']} files read from the backend by the kernel")
+    # Readers passed files through, so the rest of the load was read ahead for
+    # them (cache/load_stager.h; load_staging auto: a local file system).
+    if not ds["load_staging"] or ds["load"]["extents_staged"] == 0:
+        fail(f"nothing staged while readers passed files through: load_staging {ds['load_staging']}, {ds['load']}")
+    print(f"passthrough: {ds['views']['raw']['passthrough_files']} files read from the backend by the kernel, "
+          f"{ds['load']['extents_staged']} extents staged")
 
 
 def check_off(mnt, backend):

@@ -68,6 +68,21 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def machine_cpu():
+    """(busy, idle, iowait) jiffies of the whole machine so far (/proc/stat)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v) - v[3] - v[4], v[3], v[4]
+
+
+def cpu_share(before, after):
+    """'busy N%, iowait M%' of the machine's CPU time between two machine_cpu() readings:
+    whether a phase was bound by the CPUs or waited on the device."""
+    d = [b - a for a, b in zip(before, after)]
+    total = max(1, sum(d))
+    return f"machine busy {100 * d[0] / total:.0f}%, iowait {100 * d[2] / total:.0f}%"
+
+
 def read_all(root, names, readers, file_size):
     """Reads every file of `names` under `root` with `readers` threads, each
     taking the next name of the shared (shuffled) list. Returns (bytes,
@@ -213,7 +228,9 @@ def one_build(a, daemons, label, dlfsd, env, extra_args, data, names, filler, pe
     t0 = time.perf_counter()
     stop = threading.Event()
     watch, th = load_watch(mnt, t0, stop)
+    m0 = machine_cpu()
     nbytes, secs, done = read_all(raw, names, a.readers, a.file_size)
+    machine = cpu_share(m0, machine_cpu())
     out["loading"] = (nbytes / secs / 1e9, cpu_seconds(p.pid) - cpu0)
     perf.stop()
     tl = timeline(done, secs)
@@ -223,7 +240,7 @@ def one_build(a, daemons, label, dlfsd, env, extra_args, data, names, filler, pe
     line = " ".join(f"{x:.2f}" for x in tl)
     done_text = f"load done at {load_done:.1f}s" if load_done is not None else "load not seen done"
     log(f"{label} rep {rep} loading: {out['loading'][0]:.3f} GB/s over {secs:.1f}s, daemon cpu "
-        f"{out['loading'][1]:.2f}s; {done_text}")
+        f"{out['loading'][1]:.2f}s, {machine}; {done_text}")
     log(f"{label} rep {rep} loading timeline (GB/s per second): {line}")
     daemon_line = load_done_line(os.path.join(w, f"dlfsd-load-{label}.log"))
     if daemon_line:
@@ -329,9 +346,11 @@ def main():
             names = files[:]
             random.Random(a.seed + rep).shuffle(names)
             drop_caches()
+            m0 = machine_cpu()
             nbytes, secs, _ = read_all(root, names, a.readers, a.file_size)
             runs["backend"].append((nbytes / secs / 1e9, 0.0))
-            log(f"rep {rep} backend: {runs['backend'][-1][0]:.3f} GB/s over {secs:.1f}s")
+            log(f"rep {rep} backend: {runs['backend'][-1][0]:.3f} GB/s over {secs:.1f}s, "
+                f"{cpu_share(m0, machine_cpu())}")
             order = list(zip(labels, builds))
             if rep % 2:
                 order.reverse()
