@@ -37,6 +37,11 @@ LoadStager::~LoadStager() { stop(); }
 
 void LoadStager::start() {
   if (thread_.joinable() || options_.files_in_flight == 0) return;
+  if (options_.max_ahead_bytes == 0) {
+    const long pages = ::sysconf(_SC_AVPHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    options_.max_ahead_bytes = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 4
+                                                     : 1ull << 30;
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -54,10 +59,13 @@ void LoadStager::run() {
   while (!stop_.load(std::memory_order_relaxed)) {
     // The loader's cursor moves on its own (and by its floor while this
     // stages): never stage what it has handed out already.
-    next = std::max(next, loader_cursor_());
+    const uint64_t cursor = loader_cursor_();
+    next = std::max(next, cursor);
     while (next < total && buffer_.state(next) != ExtentState::absent) ++next;
     if (next >= total) break;
-    if (!buffer_.reader_misses().recent(options_.miss_window)) {
+    const bool too_far = cursor < total && buffer_.extent_begin(next) - buffer_.extent_begin(cursor) >=
+                                               options_.max_ahead_bytes;
+    if (too_far || !buffer_.reader_misses().recent(options_.miss_window)) {
       active_.store(false, std::memory_order_relaxed);
       std::this_thread::sleep_for(kIdlePoll);
       continue;

@@ -16,11 +16,13 @@
 //
 // It works only while readers miss (a miss within `miss_window`); with
 // nobody reading, the loader's direct reads are faster alone. Staged pages
-// are ordinary page cache, as the pages of files readers pass through are:
-// at most the stripe's bytes, until the loader evicts them; under memory
-// pressure the kernel may evict them first, and the loader then reads the
-// device as without staging (slower, never wrong: the loader's reads check
-// every file against the scan, as always).
+// are ordinary page cache, as the pages of files readers pass through are,
+// until the loader evicts them. The stager stays at most `max_ahead_bytes`
+// ahead of the loader's cursor (default: a quarter of the memory free when
+// it starts), and steps aside there, so that the loader, no longer waiting,
+// loads what was staged before the kernel has to evict it for room (pages it
+// evicts anyway are read from the device again by the loader: slower, never
+// wrong, every read is checked against the scan as always).
 //
 // Thread safety: start() and stop() from one thread; staged_bytes() any time.
 #pragma once
@@ -41,6 +43,7 @@ struct StagerOptions {
   unsigned files_in_flight = 8;  // read-ahead depth; 8 measured best of 4, 8, 16 here
   std::chrono::nanoseconds miss_window = std::chrono::milliseconds(50);
   std::string label;             // dataset name, for log lines
+  uint64_t max_ahead_bytes = 0;  // staged bytes ahead of the loader's cursor at most; 0: a quarter of free memory
 };
 
 class LoadStager {
@@ -67,7 +70,7 @@ class LoadStager {
 
   StorageBuffer& buffer_;
   const BackendReader& backend_;
-  const StagerOptions options_;
+  StagerOptions options_;
   const std::function<uint64_t()> loader_cursor_;
   std::thread thread_;
   std::atomic<bool> stop_{false};

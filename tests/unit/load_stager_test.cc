@@ -155,6 +155,28 @@ TEST(LoadStager, WhileReadersMissReadsAheadEveryExtentAfterTheLoaderCursor) {
   }
 }
 
+TEST(LoadStager, StaysAtMostMaxAheadBytesAheadOfTheLoaderAndStepsAsideThere) {
+  auto f = make(120, 40 << 10, 64 << 10, 9);
+  ASSERT_TRUE(f);
+  StorageBuffer& b = *f->b;
+  ASSERT_GT(b.cacheable_extents(), 8u);
+  std::atomic<uint64_t> cursor{2};
+  MissingReaders misses(b);
+  LoadStager stager(b, *f->d->reader,
+                    StagerOptions{.files_in_flight = 4, .label = "bound", .max_ahead_bytes = 3 * b.extent_size()},
+                    [&] { return cursor.load(); });
+  stager.start();
+  ASSERT_TRUE(eventually([&] { return b.staged_extents() == 3; }));
+  std::this_thread::sleep_for(100ms);  // readers still miss: it must not go further
+  EXPECT_EQ(b.staged_extents(), 3u);
+  for (uint64_t e = 2; e < 5; ++e) EXPECT_TRUE(b.staged(e)) << "extent " << e;
+  EXPECT_FALSE(b.staged(5));
+  EXPECT_TRUE(eventually([&] { return !stager.active(); }));  // the loader may load meanwhile
+  cursor = 4;  // the loader moved on: two more fit
+  ASSERT_TRUE(eventually([&] { return b.staged_extents() == 5; }));
+  EXPECT_TRUE(b.staged(5) && b.staged(6));
+}
+
 TEST(LoadStager, LoaderWithStagingLoadsEveryByteAndEvictsWhatWasStaged) {
   auto f = make(200, 60 << 10, 128 << 10, 11);
   ASSERT_TRUE(f);
