@@ -81,23 +81,20 @@ void LoadStager::run() {
 }
 
 void LoadStager::stage_extent(uint64_t e, InFlight& inflight) {
-  const provenance::Manifest& m = backend_.manifest();
-  uint64_t pos = buffer_.extent_begin(e);
-  const uint64_t end = pos + buffer_.extent_length(e);
-  while (pos < end && !stop_.load(std::memory_order_relaxed)) {
-    const uint32_t f = m.file_at(pos);  // never a zero-length file
-    const uint64_t in_file = pos - m.file_data_offset(f);
-    const uint64_t n = std::min<uint64_t>(end - pos, m.file_size(f) - in_file);
-    pos += n;
+  const uint64_t begin = buffer_.extent_begin(e);
+  backend_.manifest().for_each_file_in(begin, begin + buffer_.extent_length(e), [&](uint32_t f, uint64_t b,
+                                                                                    uint64_t end) {
+    if (stop_.load(std::memory_order_relaxed)) return;
     // A file changed since the scan is refused here as everywhere: nothing
     // to stage, and its reads fail as they would anyway.
     auto fd = backend_.open_checked(f);
-    if (!fd) continue;
+    if (!fd) return;
+    const uint64_t in_file = b - backend_.manifest().file_data_offset(f);
     // Advice: a failure changes nothing but speed.
-    (void)::posix_fadvise(fd->get(), static_cast<off_t>(in_file), static_cast<off_t>(n), POSIX_FADV_WILLNEED);
-    inflight.files.emplace_back(std::move(fd).value(), in_file + n - 1);
+    (void)::posix_fadvise(fd->get(), static_cast<off_t>(in_file), static_cast<off_t>(end - b), POSIX_FADV_WILLNEED);
+    inflight.files.emplace_back(std::move(fd).value(), in_file + (end - b) - 1);
     while (inflight.files.size() > options_.files_in_flight) inflight.wait_oldest();
-  }
+  });
 }
 
 }  // namespace dlfs::cache

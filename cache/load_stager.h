@@ -24,7 +24,7 @@
 // evicts anyway are read from the device again by the loader: slower, never
 // wrong, every read is checked against the scan as always).
 //
-// Thread safety: start() and stop() from one thread; staged_bytes() any time.
+// Thread safety: start() and stop() from one thread; active() any time.
 #pragma once
 
 #include <atomic>

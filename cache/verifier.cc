@@ -18,21 +18,11 @@ std::string hex(uint64_t v) {
   return buf;
 }
 
-// Calls fn(file, begin, end) for every non-empty file overlapping the
-// byte-space range [begin, end), with the overlap.
-template <typename Fn>
-void for_each_file(const provenance::Manifest& m, uint64_t begin, uint64_t end, Fn&& fn) {
-  for (uint32_t f = m.file_at(begin); f < m.file_count() && m.file_data_offset(f) < end; ++f) {
-    const uint64_t fb = m.file_data_offset(f), fe = fb + m.file_size(f);
-    if (fe > begin) fn(f, std::max(fb, begin), std::min(fe, end));
-  }
-}
-
 // Whether a read already found a file of the range changed.
 bool has_changed_file(const BackendReader& backend, uint64_t begin, uint64_t end) {
   bool any = false;
-  for_each_file(backend.manifest(), begin, end,
-                [&](uint32_t f, uint64_t, uint64_t) { any = any || backend.changed_files().contains(f); });
+  backend.manifest().for_each_file_in(
+      begin, end, [&](uint32_t f, uint64_t, uint64_t) { any = any || backend.changed_files().contains(f); });
   return any;
 }
 
@@ -41,7 +31,7 @@ bool has_changed_file(const BackendReader& backend, uint64_t begin, uint64_t end
 uint64_t mark_differing_files(const BackendReader& backend, const std::byte* memory, const std::byte* disk,
                               uint64_t begin, uint64_t end) {
   uint64_t n = 0;
-  for_each_file(backend.manifest(), begin, end, [&](uint32_t f, uint64_t b, uint64_t e) {
+  backend.manifest().for_each_file_in(begin, end, [&](uint32_t f, uint64_t b, uint64_t e) {
     if (std::memcmp(memory + (b - begin), disk + (b - begin), e - b) == 0) return;
     backend.mark_changed(f, "its bytes differ from the loaded ones while size, mtime and inode did not change");
     ++n;

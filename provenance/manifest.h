@@ -22,6 +22,7 @@
 // location wrong; sample() then answers from the new ones.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -139,6 +140,16 @@ class Manifest {
   // The file containing byte-space offset `data_offset` (< total_bytes()).
   // Zero-length files contain no offset and are never returned.
   uint32_t file_at(uint64_t data_offset) const;
+  // Calls fn(file, begin, end) for every non-empty file overlapping the
+  // byte-space range [begin, end), in byte-space order, with the overlap.
+  template <typename Fn>
+  void for_each_file_in(uint64_t begin, uint64_t end, Fn&& fn) const {
+    if (begin >= end || begin >= total_bytes()) return;
+    for (uint32_t f = file_at(begin); f < file_count() && file_data_offset(f) < end; ++f) {
+      const uint64_t fb = file_data_offset(f), fe = fb + file_size(f);
+      if (fe > fb && fe > begin) fn(f, std::max(fb, begin), std::min(fe, end));
+    }
+  }
 
   // ---- directories (ids 0..dir_count()-1; 0 is the root) ----
   uint32_t dir_count() const { return static_cast<uint32_t>(dir_parent_.size()); }

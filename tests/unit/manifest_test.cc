@@ -13,6 +13,9 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+#include <vector>
+
 #include "provenance/dataset_format.h"
 #include "provenance/manifest.h"
 #include "temp_dir.h"
@@ -100,6 +103,28 @@ TEST_F(ManifestTest, OffsetsSizesAndFileAtAcrossEmptyFiles) {
   EXPECT_EQ(s.offset, 0u);
   EXPECT_EQ(s.length, 5u);
   EXPECT_EQ(m.sample_data_offset(3), 10u);
+}
+
+TEST_F(ManifestTest, ForEachFileInGivesTheOverlapOfEveryNonEmptyFile) {
+  write("f0", 10);
+  write("f1", 0);
+  write("f2", 0);
+  write("f3", 5);
+  write("f4", 0);
+  write("f5", 7);
+  Manifest m = build();
+  using Piece = std::tuple<uint32_t, uint64_t, uint64_t>;
+  auto pieces = [&](uint64_t b, uint64_t e) {
+    std::vector<Piece> out;
+    m.for_each_file_in(b, e, [&](uint32_t f, uint64_t pb, uint64_t pe) { out.emplace_back(f, pb, pe); });
+    return out;
+  };
+  // Empty files inside the range are not pieces.
+  EXPECT_EQ(pieces(4, 17), (std::vector<Piece>{{0, 4, 10}, {3, 10, 15}, {5, 15, 17}}));
+  EXPECT_EQ(pieces(0, 22), (std::vector<Piece>{{0, 0, 10}, {3, 10, 15}, {5, 15, 22}}));
+  EXPECT_EQ(pieces(11, 12), (std::vector<Piece>{{3, 11, 12}}));
+  EXPECT_TRUE(pieces(5, 5).empty());
+  EXPECT_TRUE(pieces(22, 30).empty());  // at or past the end
 }
 
 TEST_F(ManifestTest, LookupsHitAndMiss) {
