@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <vector>
 
 namespace dlfs::cache {
 namespace {
@@ -22,8 +23,17 @@ Status ExtentFill::load(uint64_t e, CacheUse use) const {
   std::byte* dst = buffer_.extent_data(e);
   const uint64_t base = buffer_.extent_begin(e);
   const uint64_t len = buffer_.extent_length(e);
+  // Ranges readers read from the backend and gave before the claim are in
+  // memory already: read only the gaps between them.
+  const std::vector<GivenRanges::Range> given = buffer_.take_given(e);
+  size_t g = 0;
   for (uint64_t off = 0; off < len;) {
-    const uint64_t n = std::min(read_size_, len - off);
+    if (g < given.size() && off >= given[g].begin) {
+      off = std::max(off, given[g++].end);
+      continue;
+    }
+    const uint64_t gap_end = g < given.size() ? given[g].begin : len;
+    const uint64_t n = std::min(read_size_, gap_end - off);
     Status s = backend_.read(base + off, std::span<std::byte>(dst + off, n), use);
     if (!s) {
       buffer_.mark_failed(e);

@@ -3,7 +3,8 @@
 // The one way an extent gets its bytes, shared by the Loader's threads and by
 // readers that load the extent they miss (cache/sample_reader.h): large
 // preads straight into the extent's memory (read_size at most; the backend
-// reader splits a request that spans small files into one pread per file),
+// reader splits a request that spans small files into one pread per file)
+// of every byte readers have not given already (StorageBuffer::give),
 // the xxh3 checksum, then mark_resident. A failed read marks the extent
 // failed (reads of it go to the backend from then on) and logs it, naming the
 // file, for the first few failures of this filler.

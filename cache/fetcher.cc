@@ -28,6 +28,14 @@ CacheUse Fetcher::backend_cache_use(uint64_t offset) const {
   return local_->staged(e) ? CacheUse::keep : CacheUse::drop;
 }
 
+void Fetcher::counted_backend_read(uint32_t owner, uint64_t offset, std::span<const std::byte> bytes) const {
+  counters_.backend_bytes.fetch_add(bytes.size(), std::memory_order_relaxed);
+  counters_.backend_reads.fetch_add(1, std::memory_order_relaxed);
+  // This node's own bytes, read while the loader has yet to: hand them in,
+  // so that the loader does not read them from the backend a second time.
+  if (owner == self_ && local_ != nullptr) (void)local_->give(offset, bytes);
+}
+
 Status Fetcher::read(uint64_t offset, std::span<std::byte> dst) const {
   RemoteFetch* remote = remote_.load(std::memory_order_acquire);
   uint64_t pos = offset;
@@ -50,8 +58,7 @@ Status Fetcher::read(uint64_t offset, std::span<std::byte> dst) const {
     }
     if (!got) {
       DLFS_RETURN_IF_ERROR(backend_.read(pos, part, owner == self_ ? backend_cache_use(pos) : CacheUse::keep));
-      counters_.backend_bytes.fetch_add(n, std::memory_order_relaxed);
-      counters_.backend_reads.fetch_add(1, std::memory_order_relaxed);
+      counted_backend_read(owner, pos, part);
     }
     pos += n;
     done += n;
@@ -109,8 +116,7 @@ void Fetcher::read_many(std::span<ReadRequest> requests) const {
       requests[part.request].status = st;
       continue;
     }
-    counters_.backend_bytes.fetch_add(part.dst.size(), std::memory_order_relaxed);
-    counters_.backend_reads.fetch_add(1, std::memory_order_relaxed);
+    counted_backend_read(stripes_.owner(part.offset), part.offset, part.dst);
   }
 }
 

@@ -8,7 +8,8 @@
 // read of this node's own bytes that fit its memory (a miss while loading)
 // leaves no copy in the page cache (CacheUse::drop): the loader holds them
 // soon, and fresh page-cache memory is what reads while loading wait for on
-// a VM that hands free memory back to its host.
+// a VM that hands free memory back to its host. Those bytes are given to the
+// buffer (StorageBuffer::give), so the loader does not read them again.
 //
 // Thread safety: read() may be called from any thread; set_remote() is called
 // once, before reads start, or with a remote that outlives the Fetcher.
@@ -86,6 +87,8 @@ class Fetcher {
 
  private:
   bool read_local(uint64_t offset, std::span<std::byte> dst) const;
+  // Counts a backend read, and gives this node's bytes in it to the buffer.
+  void counted_backend_read(uint32_t owner, uint64_t offset, std::span<const std::byte> bytes) const;
   // How a backend read of this node's bytes at `offset` treats the page cache.
   CacheUse backend_cache_use(uint64_t offset) const;
   const BackendReader& backend_;

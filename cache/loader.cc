@@ -56,6 +56,8 @@ void Loader::start() {
   spdlog::info("[{}] loading {} in {} extents of {} with {} threads", options_.label,
                format_size(buffer_.capacity_bytes()), total, format_size(buffer_.extent_size()), n);
   if (options_.readers_load) buffer_.set_fill_on_read(fill_);  // a reader loads the absent extent it needs
+  // Readers that miss hand in what they read; the loader then reads only the rest.
+  buffer_.set_accepts_given(true);
   if (options_.stage_files > 0) {
     stager_ = std::make_unique<LoadStager>(
         buffer_, fill_->backend(),
@@ -71,6 +73,7 @@ void Loader::start() {
 void Loader::stop() {
   // Readers stop claiming extents; one already loading finishes (it holds the fill).
   if (buffer_.fill_on_read() == fill_) buffer_.set_fill_on_read(nullptr);
+  buffer_.set_accepts_given(false);
   stop_.store(true);
   if (stager_) stager_->stop();
   { std::lock_guard lk(mu_); }  // a waiter is either before its check or asleep
@@ -93,6 +96,7 @@ LoadProgress Loader::progress() const {
   p.extents_failed = buffer_.failed_extents();
   p.extents_background = background_extents_.load(std::memory_order_relaxed);
   p.extents_staged = buffer_.staged_extents();
+  p.bytes_given = buffer_.given_bytes();
   p.extents_loaded = buffer_.resident_extents();
   p.bytes_loaded = buffer_.resident_bytes();
   p.done = buffer_.settled_extents() >= p.extents_total;
@@ -146,6 +150,7 @@ void Loader::run_worker() {
   while (!stop_.load(std::memory_order_relaxed) && !buffer_.wait_all_settled(kSettlePoll)) {
   }
   if (running_.fetch_sub(1) == 1) {  // last one out
+    buffer_.set_accepts_given(false);   // every extent is settled: no loader takes them any more
     finish_ns_.store(std::max<int64_t>(
         1, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_time_)
                .count()));
@@ -175,9 +180,10 @@ void Loader::log_final() {
   if (p.done) {
     auto level = p.extents_failed ? spdlog::level::warn : spdlog::level::info;
     spdlog::log(level,
-                "[{}] load done: {} in {} ({}), {} failed extents, {} loaded yielding to readers, {} staged for them",
+                "[{}] load done: {} in {} ({}), {} failed extents, {} loaded yielding to readers, {} staged for them, "
+                "{} given by readers that missed",
                 options_.label, format_size(p.bytes_loaded), format_seconds(p.elapsed_s), format_rate(p.rate_bps),
-                p.extents_failed, p.extents_background, p.extents_staged);
+                p.extents_failed, p.extents_background, p.extents_staged, format_size(p.bytes_given));
   } else {
     spdlog::info("[{}] load stopped: {} of {} in {} ({}), {} failed extents", options_.label,
                  format_size(p.bytes_loaded), format_size(p.bytes_total), format_seconds(p.elapsed_s),

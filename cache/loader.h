@@ -21,6 +21,10 @@
 // (CacheUse::drop_buffered), not read from the device a second time
 // (cache/load_stager.h).
 //
+// Gifts: while the load runs, a reader's miss gives the bytes it read from
+// the backend to the buffer, and the loader reads only the rest of each
+// extent (cache/given_ranges.h, StorageBuffer::give).
+//
 // Progress counts what the buffer holds (resident and failed extents, whoever
 // loaded them): the load is done when every cacheable extent is settled, and
 // loader threads that walked every extent wait for the ones readers are still
@@ -72,6 +76,7 @@ struct LoadProgress {
   uint64_t extents_failed = 0;
   uint64_t extents_background = 0;  // loaded by this loader at background priority (readers missed)
   uint64_t extents_staged = 0;      // read ahead into the page cache while readers missed
+  uint64_t bytes_given = 0;         // read by readers that missed and kept, not read again (StorageBuffer::give)
   double elapsed_s = 0;
   double rate_bps = 0;          // bytes_loaded / elapsed
   double eta_s = 0;             // remaining / rate; 0 when done

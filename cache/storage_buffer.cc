@@ -4,6 +4,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "common/units.h"
@@ -98,6 +100,38 @@ bool StorageBuffer::try_mark_loading(uint64_t e) {
   uint8_t expected = static_cast<uint8_t>(ExtentState::absent);
   return state_[e].compare_exchange_strong(expected, static_cast<uint8_t>(ExtentState::loading),
                                            std::memory_order_acq_rel, std::memory_order_relaxed);
+}
+
+uint64_t StorageBuffer::give(uint64_t data_offset, std::span<const std::byte> bytes) const {
+  if (!accepts_given_.load(std::memory_order_acquire) || bytes.empty()) return 0;
+  const uint64_t lo = std::max(data_offset, begin_);
+  const uint64_t hi = std::min(data_offset + bytes.size(), end_);
+  uint64_t taken = 0;
+  for (uint64_t pos = lo; pos < hi;) {
+    const uint64_t e = extent_of(pos);
+    if (e >= cacheable_) break;  // the extents after it have no memory either
+    const uint64_t stop = std::min(hi, extent_begin(e) + extent_length(e));
+    // Cheap check first: most misses during a load are of absent extents,
+    // and a resident or loading one takes nothing.
+    if (state(e) == ExtentState::absent) {
+      std::lock_guard lk(given_.lock_of(e));
+      // Under the lock: a loader that claimed e after this check takes the
+      // ranges (take_given) only once this copy is recorded.
+      if (state(e) == ExtentState::absent) {
+        std::memcpy(extent_data(e) + (pos - extent_begin(e)), bytes.data() + (pos - data_offset), stop - pos);
+        given_.add(e, pos - extent_begin(e), stop - extent_begin(e));
+        taken += stop - pos;
+      }
+    }
+    pos = stop;
+  }
+  if (taken) given_bytes_.fetch_add(taken, std::memory_order_relaxed);
+  return taken;
+}
+
+std::vector<GivenRanges::Range> StorageBuffer::take_given(uint64_t e) const {
+  std::lock_guard lk(given_.lock_of(e));
+  return given_.take(e);
 }
 
 void StorageBuffer::mark_resident(uint64_t e, uint64_t checksum) {

@@ -30,7 +30,9 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <vector>
 
+#include "cache/given_ranges.h"
 #include "cache/load_yield.h"
 #include "common/status.h"
 
@@ -111,6 +113,20 @@ class StorageBuffer {
   bool staged(uint64_t e) const { return staged_[e].load(std::memory_order_acquire) != 0; }
   uint64_t staged_extents() const { return staged_count_.load(std::memory_order_relaxed); }
 
+  // Bytes readers give (cache/given_ranges.h): a reader that read
+  // [data_offset, data_offset + bytes.size()) from the backend hands it in,
+  // and the parts that fall in absent cacheable extents are copied into the
+  // buffer, so the loader reads only the rest. Taken only while a loader
+  // accepts them (set_accepts_given): with no load running they would never
+  // become resident. Returns the bytes taken.
+  uint64_t give(uint64_t data_offset, std::span<const std::byte> bytes) const;
+  // The loader, having claimed e (try_mark_loading): the ranges of e given
+  // before the claim, relative to the extent, sorted and disjoint. None are
+  // taken for e afterwards (give checks the state under the same lock).
+  std::vector<GivenRanges::Range> take_given(uint64_t e) const;
+  void set_accepts_given(bool on) { accepts_given_.store(on, std::memory_order_release); }
+  uint64_t given_bytes() const { return given_bytes_.load(std::memory_order_relaxed); }
+
   // Waits until extent e is not `loading` (resident, failed or absent) or
   // `timeout` passed; true when it settled in time.
   bool wait_settled(uint64_t e, std::chrono::nanoseconds timeout) const;
@@ -148,6 +164,9 @@ class StorageBuffer {
   std::unique_ptr<uint64_t[]> checksum_;
   std::unique_ptr<std::atomic<uint8_t>[]> staged_;
   std::atomic<uint64_t> staged_count_{0};
+  mutable GivenRanges given_;
+  std::atomic<bool> accepts_given_{false};
+  mutable std::atomic<uint64_t> given_bytes_{0};
   std::atomic<uint64_t> resident_bytes_{0};
   std::atomic<uint64_t> resident_extents_{0};
   std::atomic<uint64_t> failed_bytes_{0};

@@ -33,6 +33,7 @@ nlohmann::json load_json(const cache::LoadProgress& p) {
           {"extents_failed", p.extents_failed},
           {"extents_background", p.extents_background},
           {"extents_staged", p.extents_staged},
+          {"bytes_given", p.bytes_given},
           {"rate_bps", p.rate_bps},
           {"eta_s", p.eta_s},
           {"elapsed_s", p.elapsed_s}};
