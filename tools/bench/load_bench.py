@@ -18,7 +18,11 @@ GIL is released while a read runs). Four phases per repetition:
 Medians over --repeat, in GB/s, with the ratios b/a (target >= 1) and d/c
 (target >= 0.8), and the daemon's CPU seconds (user+system, /proc/<pid>/stat)
 for each phase. Several --build directories (e.g. the tree before and after a
-change) run in the same repetitions, alternating which goes first.
+change) run in the same repetitions, alternating which goes first. On this
+project's VMs the build that runs right after phase a has read 20-40% faster
+during the load than the one after it, whichever build it was (the same
+build twice shows it), so an A/B run also prints the loading medians by
+position; compare builds only over an even number of repetitions.
 
 --loading-only runs phases a and b only (the load; minutes shorter).
 
@@ -332,6 +336,7 @@ def main():
         for ph in phases[1:]:
             runs[f"{lb}:{ph}"] = []
     timelines = {lb: [] for lb in labels}
+    positions = {lb: [] for lb in labels}  # 0: right after phase a, 1: after another build's daemon
     daemons = Daemons()
     nfs = None
     teardown.exit_on_signals()
@@ -354,7 +359,8 @@ def main():
             order = list(zip(labels, builds))
             if rep % 2:
                 order.reverse()
-            for lb, b in order:
+            for pos, (lb, b) in enumerate(order):
+                positions[lb].append(pos)
                 got, tl = one_build(a, daemons, lb, os.path.join(b, "fs/dlfsd"), envs[lb], flags[lb], root, names,
                                     filler, a.perf, rep)
                 for ph, v in got.items():
@@ -390,6 +396,18 @@ def main():
         pressure = ("" if a.loading_only else
                     f", pressure/resident {r['pressure_over_resident']:.2f} (target >= 0.8)")
         print(f"{'':<40} loading/backend {r['loading_over_backend']:.2f} (target >= 1){pressure}; {done_text}")
+    if len(labels) > 1:
+        # Which build ran first in a repetition has mattered more than the
+        # build here (docs/benchmarks.md, session 26): say so for each run.
+        by_pos = {0: [], 1: []}
+        for lb in labels:
+            for pos, (gbps, _) in zip(positions[lb], runs[f"{lb}:loading"]):
+                by_pos[min(pos, 1)].append(gbps)
+        if by_pos[0] and by_pos[1]:
+            print(f"loading by position, all builds: right after phase a {statistics.median(by_pos[0]):.3f} GB/s "
+                  f"({len(by_pos[0])} runs), after another daemon {statistics.median(by_pos[1]):.3f} "
+                  f"({len(by_pos[1])} runs)")
+        result["positions"] = positions
     if a.json:
         with open(a.json, "w") as f:
             json.dump(result, f, indent=2)
