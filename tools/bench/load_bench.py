@@ -72,6 +72,19 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def huge_page_bytes(pid):
+    """Bytes of the process's anonymous memory in transparent huge pages
+    (/proc/<pid>/smaps_rollup), or None where the kernel does not say."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("AnonHugePages:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 def machine_cpu():
     """(busy, idle, iowait) jiffies of the whole machine so far (/proc/stat)."""
     with open("/proc/stat") as f:
@@ -215,6 +228,7 @@ def one_build(a, daemons, label, dlfsd, env, extra_args, data, names, filler, pe
     w = a.workdir
     mnt = os.path.join(w, f"mnt-load-{label}")
     drop_caches()  # the backend cold for the loader and the readers
+    time.sleep(a.pause)
     argv = [dlfsd, "--mountpoint", mnt, "--backend", data, "--name", "ds", "--control-socket",
             os.path.join(w, f"load-{label}.sock"), *a.dlfsd_arg, *extra_args]
     saved = dict(os.environ)
@@ -249,6 +263,9 @@ def one_build(a, daemons, label, dlfsd, env, extra_args, data, names, filler, pe
     daemon_line = load_done_line(os.path.join(w, f"dlfsd-load-{label}.log"))
     if daemon_line:
         log(f"{label} rep {rep} daemon: {daemon_line}")
+    huge = huge_page_bytes(p.pid)  # how much of the stripe the kernel gave huge pages
+    if huge is not None:
+        log(f"{label} rep {rep} daemon memory in huge pages after the load: {huge / (1 << 30):.2f} GiB")
 
     for phase in () if a.loading_only else ("resident", "pressure"):
         drop_caches()
@@ -282,6 +299,8 @@ def main():
     ap.add_argument("--dlfsd-arg", action="append", default=[], help="extra dlfsd argument (repeatable)")
     ap.add_argument("--perf", help="directory for perf record -g of the daemon in each phase")
     ap.add_argument("--loading-only", action="store_true", help="phases a and b only (backend, loading)")
+    ap.add_argument("--pause", type=float, default=0.0,
+                    help="seconds to wait before each daemon starts, after dropping the caches (default 0)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 64 MiB dataset and filler, one repetition")
     ap.add_argument("--backend", choices=["local", "nfs"], default="local",
                     help="where the dataset lives: the local directory (default) or an NFS mount of it over "
