@@ -85,6 +85,58 @@ def huge_page_bytes(pid):
     return None
 
 
+def vmstat(*keys):
+    """The named counters of /proc/vmstat."""
+    got = {}
+    with open("/proc/vmstat") as f:
+        for line in f:
+            k, v = line.split()
+            if k in keys:
+                got[k] = int(v)
+    return got
+
+
+class DeviceWatch:
+    """Samples the machine's block-device reads (vmstat pgpgin, KiB) and free
+    memory every 0.25 s while a phase runs: what the device delivered per
+    second, to tell a slow device from a slow daemon."""
+
+    def __init__(self):
+        self.samples = []
+        self.stop_ev = threading.Event()
+        self.th = threading.Thread(target=self._run, daemon=True)
+        self.th.start()
+
+    def _run(self):
+        while True:
+            v = vmstat("pgpgin", "nr_free_pages")
+            self.samples.append((time.perf_counter(), v.get("pgpgin", 0), v.get("nr_free_pages", 0)))
+            if self.stop_ev.wait(0.25):
+                return
+
+    def stop(self):
+        self.stop_ev.set()
+        self.th.join()
+        v = vmstat("pgpgin", "nr_free_pages")
+        self.samples.append((time.perf_counter(), v.get("pgpgin", 0), v.get("nr_free_pages", 0)))
+
+    def per_second(self):
+        """Device GB/s in each whole second, and free GiB at each second's start."""
+        if len(self.samples) < 2:
+            return [], []
+        t0 = self.samples[0][0]
+        rates, free = [], []
+        sec = 1
+        prev = self.samples[0]
+        for t, kib, pages in self.samples[1:]:
+            if t - t0 >= sec or (t, kib, pages) == self.samples[-1]:
+                rates.append((kib - prev[1]) * 1024 / max(t - prev[0], 1e-6) / 1e9)
+                free.append(prev[2] * 4096 / (1 << 30))
+                prev = (t, kib, pages)
+                sec += 1
+        return rates, free
+
+
 def machine_cpu():
     """(busy, idle, iowait) jiffies of the whole machine so far (/proc/stat)."""
     with open("/proc/stat") as f:
@@ -247,7 +299,9 @@ def one_build(a, daemons, label, dlfsd, env, extra_args, data, names, filler, pe
     stop = threading.Event()
     watch, th = load_watch(mnt, t0, stop)
     m0 = machine_cpu()
+    device = DeviceWatch()
     nbytes, secs, done = read_all(raw, names, a.readers, a.file_size)
+    device.stop()
     machine = cpu_share(m0, machine_cpu())
     out["loading"] = (nbytes / secs / 1e9, cpu_seconds(p.pid) - cpu0)
     perf.stop()
@@ -260,6 +314,9 @@ def one_build(a, daemons, label, dlfsd, env, extra_args, data, names, filler, pe
     log(f"{label} rep {rep} loading: {out['loading'][0]:.3f} GB/s over {secs:.1f}s, daemon cpu "
         f"{out['loading'][1]:.2f}s, {machine}; {done_text}")
     log(f"{label} rep {rep} loading timeline (GB/s per second): {line}")
+    dev, free = device.per_second()
+    log(f"{label} rep {rep} device reads (GB/s per second, vmstat pgpgin): " + " ".join(f"{x:.2f}" for x in dev)
+        + "; free memory (GiB): " + " ".join(f"{x:.1f}" for x in free))
     daemon_line = load_done_line(os.path.join(w, f"dlfsd-load-{label}.log"))
     if daemon_line:
         log(f"{label} rep {rep} daemon: {daemon_line}")
