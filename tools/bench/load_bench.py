@@ -137,6 +137,18 @@ class DeviceWatch:
         return rates, free
 
 
+def churn_memory(nbytes):
+    """A child process fills `nbytes` of fresh anonymous memory (huge pages
+    advised) and exits: the memory state a daemon finds right after another
+    daemon with a stripe that size has exited (--churn-memory)."""
+    code = ("import mmap,sys\n"
+            "n=int(sys.argv[1]); m=mmap.mmap(-1,n)\n"
+            "m.madvise(mmap.MADV_HUGEPAGE) if hasattr(mmap,'MADV_HUGEPAGE') else None\n"
+            "c=b'\\1'*(64<<20)\n"
+            "for o in range(0,n,len(c)): m[o:o+min(len(c),n-o)]=c[:min(len(c),n-o)]\n")
+    subprocess.run([sys.executable, "-c", code, str(nbytes)], check=True)
+
+
 def machine_cpu():
     """(busy, idle, iowait) jiffies of the whole machine so far (/proc/stat)."""
     with open("/proc/stat") as f:
@@ -279,6 +291,8 @@ def one_build(a, daemons, label, dlfsd, env, extra_args, data, names, filler, pe
     """Phases b, c, d with one daemon build; returns {phase: (GB/s, cpu s)} and the loading timeline."""
     w = a.workdir
     mnt = os.path.join(w, f"mnt-load-{label}")
+    if a.churn_memory:
+        churn_memory(a.size)
     drop_caches()  # the backend cold for the loader and the readers
     time.sleep(a.pause)
     argv = [dlfsd, "--mountpoint", mnt, "--backend", data, "--name", "ds", "--control-socket",
@@ -356,6 +370,9 @@ def main():
     ap.add_argument("--dlfsd-arg", action="append", default=[], help="extra dlfsd argument (repeatable)")
     ap.add_argument("--perf", help="directory for perf record -g of the daemon in each phase")
     ap.add_argument("--loading-only", action="store_true", help="phases a and b only (backend, loading)")
+    ap.add_argument("--churn-memory", action="store_true",
+                    help="before phase a and each daemon, a child fills and frees as much anonymous memory as "
+                         "the dataset, so that every phase starts from the state a daemon leaves behind")
     ap.add_argument("--pause", type=float, default=0.0,
                     help="seconds to wait before each daemon starts, after dropping the caches (default 0)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 64 MiB dataset and filler, one repetition")
@@ -426,6 +443,8 @@ def main():
         for rep in range(a.repeat):
             names = files[:]
             random.Random(a.seed + rep).shuffle(names)
+            if a.churn_memory:
+                churn_memory(a.size)
             drop_caches()
             m0 = machine_cpu()
             nbytes, secs, _ = read_all(root, names, a.readers, a.file_size)
