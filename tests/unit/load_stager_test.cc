@@ -3,12 +3,9 @@
 // staged while nobody misses, and a Loader with staging loads every byte
 // right, copying staged extents from the page cache and evicting them.
 #include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
-#include <linux/magic.h>
 
 #include <atomic>
 #include <chrono>
@@ -18,57 +15,17 @@
 #include "cache/load_stager.h"
 #include "cache/loader.h"
 #include "cache_test_util.h"
+#include "page_cache_util.h"
 
 namespace dlfs::cache {
 namespace {
 
 using namespace std::chrono_literals;
 using test::TempDir;
-
-// Pages of `path` in the page cache, and its page count (mincore).
-std::pair<size_t, size_t> cached_pages(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return {0, 0};
-  const off_t size = ::lseek(fd.get(), 0, SEEK_END);
-  if (size <= 0) return {0, 0};
-  void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, fd.get(), 0);
-  if (p == MAP_FAILED) return {0, 0};
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  std::vector<unsigned char> vec((static_cast<size_t>(size) + page - 1) / page);
-  size_t in = 0;
-  if (::mincore(p, static_cast<size_t>(size), vec.data()) == 0)
-    for (unsigned char v : vec) in += v & 1;
-  ::munmap(p, static_cast<size_t>(size));
-  return {in, vec.size()};
-}
-
-// Pages of the whole dataset in the page cache, and its page count.
-std::pair<size_t, size_t> dataset_cached(const test::Dataset& d) {
-  std::pair<size_t, size_t> sum{0, 0};
-  for (uint32_t f = 0; f < d.manifest.file_count(); ++f) {
-    auto [in, all] = cached_pages(d.path_of(f));
-    sum.first += in;
-    sum.second += all;
-  }
-  return sum;
-}
-
-// Written files sit in the page cache: write them out and evict them, so
-// that what is cached afterwards is what the code under test read.
-void evict(const test::Dataset& d) {
-  for (uint32_t f = 0; f < d.manifest.file_count(); ++f) {
-    UniqueFd fd(::open(d.path_of(f).c_str(), O_RDONLY | O_CLOEXEC));
-    ASSERT_TRUE(fd.valid());
-    ::fdatasync(fd.get());
-    ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED);
-  }
-}
-
-// tmpfs keeps its pages whatever the advice: page-cache checks mean nothing there.
-bool page_cache_observable(const std::string& dir) {
-  struct statfs s {};
-  return ::statfs(dir.c_str(), &s) == 0 && s.f_type != TMPFS_MAGIC;
-}
+using test::cached_pages;
+using test::dataset_cached;
+using test::evict;
+using test::page_cache_observable;
 
 // Notes a reader miss every millisecond while alive, as readers passing
 // files through do.

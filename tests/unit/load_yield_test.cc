@@ -26,6 +26,7 @@
 #include "cache/sample_reader.h"
 #include "cache/thread_priority.h"
 #include "cache_test_util.h"
+#include "page_cache_util.h"
 
 namespace dlfs::cache {
 namespace {
@@ -245,21 +246,8 @@ TEST(LoaderYields, NoMissesNoBackgroundAndTheSwitchCanBeOff) {
   EXPECT_EQ(loader.progress().extents_background, 0u);
 }
 
-// Pages of `path` in the page cache (mincore over a mapping of it).
-size_t cached_pages(const std::string& path, size_t size) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (p == MAP_FAILED) return 0;
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  std::vector<unsigned char> v((size + page - 1) / page);
-  size_t n = 0;
-  if (::mincore(p, size, v.data()) == 0)
-    for (unsigned char c : v) n += c & 1;
-  ::munmap(p, size);
-  return n;
-}
+// Pages of `path` in the page cache (mincore).
+size_t cached_pages(const std::string& path) { return test::cached_pages(path).first; }
 
 TEST(BackendCacheUse, DropLeavesNoPagesOfWhatWasRead) {
   TempDir dir;
@@ -280,11 +268,11 @@ TEST(BackendCacheUse, DropLeavesNoPagesOfWhatWasRead) {
   const std::string path = d->path_of(0);
   std::vector<std::byte> out(size);
   ASSERT_TRUE(d->reader->read(0, out, CacheUse::keep).is_ok());
-  const size_t kept = cached_pages(path, size);
+  const size_t kept = cached_pages(path);
   if (kept == 0) GTEST_SKIP() << "the file system of " << path << " shows no page cache (mincore)";
   ASSERT_TRUE(d->reader->read(0, out, CacheUse::drop).is_ok());
   EXPECT_EQ(std::memcmp(out.data(), d->bytes.data(), size), 0);
-  EXPECT_LT(cached_pages(path, size), kept / 4) << "kept " << kept << " pages after a keep read";
+  EXPECT_LT(cached_pages(path), kept / 4) << "kept " << kept << " pages after a keep read";
 }
 
 // A miss on this node's bytes that fit its memory leaves no page-cache copy
@@ -313,14 +301,14 @@ TEST(BackendCacheUse, FetcherDropsOnlyBytesThisNodeWillLoad) {
   fetcher.set_local(b.get());
   std::vector<std::byte> out(size);
   ASSERT_TRUE(fetcher.read(size, out).is_ok());  // b.bin
-  const size_t kept = cached_pages(d->path_of(1), size);
+  const size_t kept = cached_pages(d->path_of(1));
   if (kept == 0) GTEST_SKIP() << "the file system of " << d->path_of(1) << " shows no page cache (mincore)";
   ASSERT_TRUE(d->reader->read(0, out).is_ok());  // a.bin into the page cache
-  ASSERT_GT(cached_pages(d->path_of(0), size), 0u);
+  ASSERT_GT(cached_pages(d->path_of(0)), 0u);
   ASSERT_TRUE(fetcher.read(0, out).is_ok());     // the miss
   EXPECT_EQ(std::memcmp(out.data(), d->bytes.data(), size), 0);
-  EXPECT_LT(cached_pages(d->path_of(0), size), kept / 4);
-  EXPECT_GT(cached_pages(d->path_of(1), size), kept / 2) << "beyond the budget: kept";
+  EXPECT_LT(cached_pages(d->path_of(0)), kept / 4);
+  EXPECT_GT(cached_pages(d->path_of(1)), kept / 2) << "beyond the budget: kept";
 }
 
 }  // namespace
