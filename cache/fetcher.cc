@@ -24,8 +24,10 @@ CacheUse Fetcher::backend_cache_use(uint64_t offset) const {
   const uint64_t e = local_->extent_of(offset);
   if (e >= local_->cacheable_extents()) return CacheUse::keep;
   // Staged (cache/load_stager.h): read ahead into the page cache already.
-  // Read it there, and leave it for the loader, which evicts it once copied.
-  return local_->staged(e) ? CacheUse::keep : CacheUse::drop;
+  // Read it there, and evict it: the bytes are given to the buffer
+  // (counted_backend_read), so the loader skips them and would never evict
+  // those pages itself.
+  return local_->staged(e) ? CacheUse::drop_buffered : CacheUse::drop;
 }
 
 void Fetcher::counted_backend_read(uint32_t owner, uint64_t offset, std::span<const std::byte> bytes) const {

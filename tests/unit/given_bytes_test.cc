@@ -12,6 +12,7 @@
 #include "cache/given_ranges.h"
 #include "cache/loader.h"
 #include "cache_test_util.h"
+#include "page_cache_util.h"
 
 namespace dlfs::cache {
 namespace {
@@ -158,6 +159,38 @@ TEST(GivenBytes, WhatReadersGaveIsNotReadFromTheBackendAgain) {
       EXPECT_EQ(b.state(e), ExtentState::failed) << "extent " << e << " needed the backend, whose files are gone";
     }
   }
+}
+
+// A miss of a staged extent (read ahead into the page cache for the loader)
+// gives its bytes to the buffer, so the loader skips them: the miss itself
+// evicts their pages, or nobody would and the node would hold them twice.
+TEST(GivenBytes, AMissOfAStagedExtentGivesItsBytesAndEvictsItsPages) {
+  auto f = make(23);
+  ASSERT_TRUE(f);
+  if (!test::page_cache_observable(f->dir.path())) GTEST_SKIP() << f->dir.path() << " is on tmpfs";
+  StorageBuffer& b = *f->b;
+  test::evict(*f->d);
+  const uint64_t e = 1;
+  const uint64_t begin = b.extent_begin(e), len = b.extent_length(e);
+  // Stage it as the stager does: every file piece of it into the page cache.
+  std::vector<std::byte> scratch(len);
+  ASSERT_TRUE(f->d->reader->read(begin, scratch, CacheUse::keep).is_ok());
+  b.mark_staged(e);
+  uint32_t first = f->d->manifest.file_at(begin), last = f->d->manifest.file_at(begin + len - 1);
+  size_t cached = 0;
+  for (uint32_t file = first; file <= last; ++file) cached += test::cached_pages(f->d->path_of(file)).first;
+  if (cached == 0) GTEST_SKIP() << "the file system shows no page cache (mincore)";
+
+  b.set_accepts_given(true);
+  miss(*f, begin, len);
+  EXPECT_EQ(b.given_bytes(), len) << "the miss gives the whole staged extent";
+  size_t left = 0;
+  for (uint32_t file = first; file <= last; ++file) {
+    // Files that straddle the extent's edges keep their pages outside it.
+    const uint64_t fb = f->d->manifest.file_data_offset(file), fe = fb + f->d->manifest.file_size(file);
+    if (fb >= begin && fe <= begin + len) left += test::cached_pages(f->d->path_of(file)).first;
+  }
+  EXPECT_LT(left, cached / 4) << cached << " pages staged, " << left << " still cached after the miss";
 }
 
 }  // namespace
