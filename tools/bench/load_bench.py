@@ -121,19 +121,18 @@ class DeviceWatch:
         self.samples.append((time.perf_counter(), v.get("pgpgin", 0), v.get("nr_free_pages", 0)))
 
     def per_second(self):
-        """Device GB/s in each whole second, and free GiB at each second's start."""
-        if len(self.samples) < 2:
-            return [], []
-        t0 = self.samples[0][0]
+        """Device GB/s in each whole second (the last one partial), and free
+        GiB at each second's start."""
         rates, free = [], []
-        sec = 1
-        prev = self.samples[0]
-        for t, kib, pages in self.samples[1:]:
-            if t - t0 >= sec or (t, kib, pages) == self.samples[-1]:
-                rates.append((kib - prev[1]) * 1024 / max(t - prev[0], 1e-6) / 1e9)
-                free.append(prev[2] * 4096 / (1 << 30))
-                prev = (t, kib, pages)
-                sec += 1
+        if len(self.samples) < 2:
+            return rates, free
+        t0 = self.samples[0][0]
+        start = self.samples[0]
+        for i, (t, kib, pages) in enumerate(self.samples[1:], 1):
+            if t - t0 >= len(rates) + 1 or i == len(self.samples) - 1:
+                rates.append((kib - start[1]) * 1024 / max(t - start[0], 1e-6) / 1e9)
+                free.append(start[2] * 4096 / (1 << 30))
+                start = (t, kib, pages)
         return rates, free
 
 
