@@ -46,6 +46,10 @@ struct DaemonConfig {
   // exits 2 (as a failure before the mount); true, it answers EIO and the
   // others stay served (one node only: a cluster always exits).
   bool serve_despite_failed_datasets = false;
+  // Bytes of an epoch view file the page cache keeps behind a reader reading
+  // it in order; the rest is dropped as it moves on (fs/view_drop_behind.h).
+  // 0: views keep their pages, as other files do.
+  uint64_t view_drop_behind = 16ull << 20;
   // [cache]
   std::string memory_budget = "50%";   // of physical memory, or a size
   uint64_t extent_size = 8ull << 20;

@@ -112,6 +112,11 @@ std::vector<ConfigKey> daemon_keys() {
           "server round trip), on, off. Such an open file is checked against the scan when opened, not at each "
           "read (docs/architecture.md, passthrough)")
           .choices({"auto", "on", "off"}),
+      Key(s, "view_drop_behind", "--view-drop-behind", Kind::size, DAEMON(view_drop_behind),
+          "Page cache an epoch view file keeps behind a reader that reads it in order; what lies further behind "
+          "is dropped as the reader moves on (a view is read once per epoch, and its bytes stay in dlfsd's "
+          "memory: the page cache would hold the dataset a second time). 0 keeps every page, as for other files "
+          "(fs/view_drop_behind.h)"),
       Key(s, "serve_despite_failed_datasets", "", Kind::boolean, DAEMON(serve_despite_failed_datasets),
           "A dataset whose scan fails after the mount answers EIO and the others stay served, instead of dlfsd "
           "unmounting and exiting 2 (one node only; docs/stats.md, dataset states)"),

@@ -132,6 +132,7 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config) {
   d->fuse_context_.options.entry_timeout_s = d->config_.entry_timeout_s;
   d->fuse_context_.options.attr_timeout_s = d->config_.attr_timeout_s;
 
+  d->start_drop_behind();
   auto control = ControlServer::start(d->config_.control_socket, *d);
   if (!control) return control.status();
   d->control_ = std::move(control).value();
@@ -150,6 +151,19 @@ void Daemon::use_passthrough_io() {
   }
   fuse_context_.backing.set_registrar(kernel_registrar(fd));
   fuse_context_.passthrough.wanted = true;
+}
+
+// Made before the control server starts (whose stats read it) and never
+// replaced. The kernel is told through the session, which exists before any
+// read is answered and is destroyed only after run() stopped this.
+void Daemon::start_drop_behind() {
+  if (config_.view_drop_behind == 0) return;
+  DropBehindOptions o;
+  o.keep_bytes = config_.view_drop_behind;
+  drop_behind_ = std::make_unique<ViewDropBehind>(o, [this](uint64_t ino, uint64_t off, uint64_t len) {
+    return fuse_lowlevel_notify_inval_inode(session_, ino, static_cast<off_t>(off), static_cast<off_t>(len));
+  });
+  fuse_context_.drop_behind = drop_behind_.get();
 }
 
 int Daemon::run() {
@@ -212,6 +226,9 @@ int Daemon::run() {
   int rc = fuse_session_loop_mt(session_, loop);
   fuse_loop_cfg_destroy(loop);
   stop_waker();
+  // No worker reads any more: nothing reports to it.
+  fuse_context_.drop_behind = nullptr;
+  if (drop_behind_) drop_behind_->stop();
 
   spdlog::info("unmounting {}", config_.mountpoint);
   stopping_ = true;
@@ -362,6 +379,16 @@ Status Daemon::join_cluster(const std::vector<Dataset*>& datasets) {
   return Status::ok();
 }
 
+nlohmann::json Daemon::drop_behind_json() const {
+  const ViewDropBehind* d = drop_behind_.get();
+  if (!d) return {{"keep_bytes", 0}, {"dropped_bytes", 0}, {"notifications", 0}, {"failures", 0}, {"skipped", 0}};
+  return {{"keep_bytes", d->keep_bytes()},
+          {"dropped_bytes", d->dropped_bytes()},
+          {"notifications", d->notifications()},
+          {"failures", d->failures()},
+          {"skipped", d->skipped()}};
+}
+
 nlohmann::json Daemon::snapshot(bool detailed) const {
   DaemonFacts f;
   f.version = DLFS_VERSION;
@@ -381,7 +408,8 @@ nlohmann::json Daemon::snapshot(bool detailed) const {
                    {"window_over", fuse_context_.passthrough_over.load()},
                    {"backing_files", fuse_context_.backing.registered()},
                    {"backing_files_open", fuse_context_.backing.live_ids()}}},
-                 {"generated_files", namespace_ ? namespace_->generated_live() : 0}};
+                 {"generated_files", namespace_ ? namespace_->generated_live() : 0},
+                 {"view_drop_behind", drop_behind_json()}};
   return j;
 }
 

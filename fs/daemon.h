@@ -62,6 +62,8 @@ class Daemon final : public ControlHandler {
   // The startup thread: scans, joins, publishes (see the top of this file).
   void start_datasets();
   void use_passthrough_io();
+  void start_drop_behind();
+  nlohmann::json drop_behind_json() const;
   void open_datasets();
   // Stops the session loop (run() then unmounts); exit_code is run()'s.
   void stop_serving(int exit_code);
@@ -80,6 +82,9 @@ class Daemon final : public ControlHandler {
   std::atomic<transport::Cluster*> cluster_live_{nullptr};  // cluster_ once joined, for other threads
   std::unique_ptr<Namespace> namespace_;
   FuseContext fuse_context_;
+  // Drops view pages behind their readers (fs/view_drop_behind.h): from the
+  // mount until the session loop ends.
+  std::unique_ptr<ViewDropBehind> drop_behind_;
   std::unique_ptr<ControlServer> control_;
   fuse_session* session_ = nullptr;
   pthread_t main_thread_{};

@@ -361,6 +361,7 @@ void do_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
     // One Gather per worker thread: no allocation per request once warm.
     // Round buffers it points into stay pinned until the reply is sent.
     thread_local cache::Gather gather;
+    ViewDropBehind* drop_behind = ctx(req).drop_behind;  // req is gone once answered
     Status s = ctx(req).ns->read(ino, static_cast<uint64_t>(off), size, gather);
     if (!s) {
       gather.release();
@@ -368,7 +369,13 @@ void do_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
       return static_cast<void>(fuse_reply_err(req, s.err()));
     }
     reply_gather(req, gather);
+    const size_t served = gather.bytes();
     gather.release();
+    // After the reply: the reader is not kept waiting for this bookkeeping.
+    if (drop_behind) {
+      const auto n = decode_ino(ino);
+      if (n && n->kind == NodeKind::view) drop_behind->served(ino, static_cast<uint64_t>(off), served);
+    }
   });
 }
 

@@ -8,6 +8,7 @@
 #include "fs/fuse_counters.h"
 #include "fs/fuse_passthrough.h"
 #include "fs/namespace.h"
+#include "fs/view_drop_behind.h"
 
 namespace dlfs::fs {
 
@@ -32,6 +33,9 @@ struct FuseContext {
   BackingFiles backing;
   PrefetchedFiles prefetched;
   std::atomic<bool> passthrough_over{false};
+  // Drops view pages from the page cache behind their readers
+  // (fs/view_drop_behind.h); null until the session exists, and when off.
+  ViewDropBehind* drop_behind = nullptr;
 };
 
 // The operation table; userdata must be a FuseContext*.

@@ -70,7 +70,7 @@ requests per sample come from the dlfsd's stats ("fuse": {"requests": per-opcode
 counts}, read with the build's dlfs-ctl over the control socket, else from
 /.dlfs/stats) when it has them, else n/a.
 
-usage: pipeline_bench.py [--build DIR] [--workdir DIR] [--backends local,nfs,sshfs]
+usage: pipeline_bench.py [--build DIR] [--dlfsd-arg ARG]... [--workdir DIR] [--backends local,nfs,sshfs]
                          [--variants files,raw,views,bin] [--sizes small,large]
                          [--small-count 200000] [--small-size 3K] [--large-count 60000]
                          [--large-size 110K] [--large-jitter 0] [--repeat 3] [--workers 2]
@@ -344,6 +344,7 @@ class DaemonSlot:
                 "--seed", "1", "--control-socket", os.path.join(self.a.workdir, f"{tag}.sock")]
         if fixed:
             argv += ["--format", "fixed", "--record-size", str(size.size)]
+        argv += self.a.dlfsd_arg
         t0 = time.time()
         self.daemons.start("dlfsd", self.a.run_prefix.get(backend, []) + argv, mnt, lambda: dlfs_loaded(mnt),
                            os.path.join(self.a.workdir, f"dlfsd-{tag}.log"), timeout=1800)
@@ -472,6 +473,9 @@ def report(a, sizes, summary):
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(SRC, "build"), help="the build directory whose fs/dlfsd runs")
+    ap.add_argument("--dlfsd-arg", action="append", default=[], metavar="ARG",
+                    help="one more dlfsd flag, e.g. --dlfsd-arg=--view-drop-behind=0 (repeatable): the same "
+                         "build under another setting, in a second run")
     ap.add_argument("--workdir", default="/tmp/dlfs-bench-pipeline", help="datasets (cached), mounts, logs")
     ap.add_argument("--backends", help="comma-separated, of local,nfs,sshfs (default: local and every shared "
                     "backend this machine can run)")
