@@ -50,6 +50,10 @@ struct DaemonConfig {
   // it in order; the rest is dropped as it moves on (fs/view_drop_behind.h).
   // 0: views keep their pages, as other files do.
   uint64_t view_drop_behind = 16ull << 20;
+  // Raw files up to this size are put in the kernel's page cache when a
+  // reader's open() asks isatty() of them (Python's open() does, right
+  // before it reads): the read then costs no request. 0: never.
+  uint64_t raw_push_size = 1ull << 20;
   // [cache]
   std::string memory_budget = "50%";   // of physical memory, or a size
   uint64_t extent_size = 8ull << 20;

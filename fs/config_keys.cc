@@ -117,6 +117,10 @@ std::vector<ConfigKey> daemon_keys() {
           "is dropped as the reader moves on (a view is read once per epoch, and its bytes stay in dlfsd's "
           "memory: the page cache would hold the dataset a second time). 0 keeps every page, as for other files "
           "(fs/view_drop_behind.h)"),
+      Key(s, "raw_push_size", "--raw-push-size", Kind::size, DAEMON(raw_push_size),
+          "Raw files up to this size, in memory, are put in the kernel's page cache when a reader's open() asks "
+          "isatty() of them (Python's open() does, right before it reads; the kernel forwards that ioctl to dlfsd "
+          "at every open): the read that follows then costs no request. Once per file; 0: never"),
       Key(s, "serve_despite_failed_datasets", "", Kind::boolean, DAEMON(serve_despite_failed_datasets),
           "A dataset whose scan fails after the mount answers EIO and the others stay served, instead of dlfsd "
           "unmounting and exiting 2 (one node only; docs/stats.md, dataset states)"),

@@ -131,6 +131,8 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config) {
   d->fuse_context_.ns = d->namespace_.get();
   d->fuse_context_.options.entry_timeout_s = d->config_.entry_timeout_s;
   d->fuse_context_.options.attr_timeout_s = d->config_.attr_timeout_s;
+  d->fuse_context_.raw_push_size = d->config_.raw_push_size;
+  d->fuse_context_.push_slots = d->config_.fuse_threads / 2;  // one worker: it never pushes
 
   d->start_drop_behind();
   auto control = ControlServer::start(d->config_.control_socket, *d);
@@ -185,6 +187,7 @@ int Daemon::run() {
   const fuse_lowlevel_ops& ops = fuse_operations();
   session_ = fuse_session_new(&args, &ops, sizeof(ops), &fuse_context_);
   fuse_opt_free_args(&args);
+  fuse_context_.session = session_;
   if (!session_) {
     spdlog::error("cannot create the FUSE session (see the message above)");
     return 1;
@@ -244,6 +247,7 @@ int Daemon::run() {
   fuse_remove_signal_handlers(session_);
   fuse_session_destroy(session_);
   session_ = nullptr;
+  fuse_context_.session = nullptr;
   if (exit_code_ != 0) return exit_code_;  // a dataset failed after the mount: as create() failing
   // rc is the signal number after a signal-driven exit; that is a clean stop.
   return (rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP || unmount_requested_) ? 0 : 1;

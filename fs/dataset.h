@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <vector>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -39,6 +40,11 @@ struct ViewCounters {
   // Backend files whose first MiB dlfsd started reading when the kernel
   // looked their name up (they were about to be passed through).
   std::atomic<uint64_t> prefetched_files{0};
+  // Files whose bytes dlfsd put in the kernel's page cache when Python's
+  // open() asked isatty() of them (fs/fuse_adapter.cc, op_ioctl): the read
+  // that followed reached no daemon, so they count here, not in requests.
+  std::atomic<uint64_t> pushed_files{0};
+  std::atomic<uint64_t> pushed_bytes{0};
   cache::ReadCounters reads;  // where the SampleReader found the bytes
 };
 
@@ -101,6 +107,9 @@ class Dataset {
   cache::Prefetcher& prefetcher() const { return *prefetcher_; }
   size_t ring_slot_bytes() const { return ring_slot_bytes_; }  // largest sample, at most 1 MiB
   ViewRegistry& views() const { return views_; }
+  // Claims raw file f's one push into the kernel's page cache
+  // (Namespace::claim_raw_push): true the first time only.
+  bool claim_push(uint32_t f) const { return !pushed_[f].exchange(1, std::memory_order_relaxed); }
   // Memory this dataset costs beyond the resident bytes (manifest and tables).
   uint64_t metadata_bytes() const;
 
@@ -127,6 +136,7 @@ class Dataset {
   mutable ViewCounters raw_counters_;
   mutable ViewCounters view_counters_;
   mutable ViewRegistry views_;
+  mutable std::vector<std::atomic<uint8_t>> pushed_;  // per raw file: pushed once (claim_push)
 };
 
 }  // namespace dlfs::fs

@@ -1,6 +1,7 @@
 #include "fs/fuse_adapter.h"
 
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 
 #include <cstring>
@@ -327,15 +328,54 @@ void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
   fuse_reply_err(req, ENOSYS);
 }
 
+// Puts raw file ino, all of it, in the kernel's page cache
+// (fuse_lowlevel_notify_store), when it is small, in memory and not pushed
+// before. Before the ioctl's reply: the reader is waiting in isatty(), and
+// its read comes right after, so it finds the pages there and sends no READ.
+// A push can wait for a page lock (another reader of the same file with a
+// READ in flight, which another worker answers): at most push_slots workers
+// push at once, so that some are always free to answer.
+void push_raw_file(FuseContext& c, fuse_ino_t ino) {
+  // While datasets load with passthrough, files may be open in both kinds:
+  // leave their page cache alone until the window is over.
+  if (c.raw_push_size == 0 || !c.session || passthrough_window(c)) return;
+  if (c.pushing.fetch_add(1, std::memory_order_acquire) >= c.push_slots) {
+    c.pushing.fetch_sub(1, std::memory_order_release);
+    return;
+  }
+  try {
+    if (c.ns->claim_raw_push(ino, c.raw_push_size)) {
+      thread_local cache::Gather gather;
+      if (c.ns->read(ino, 0, c.raw_push_size, gather)) {
+        uint64_t at = 0;
+        bool ok = true;
+        for (size_t i = 0; ok && i < gather.count(); ++i) {
+          const iovec& v = gather.iov()[i];
+          fuse_bufvec buf = FUSE_BUFVEC_INIT(v.iov_len);
+          buf.buf[0].mem = v.iov_base;
+          ok = fuse_lowlevel_notify_store(c.session, ino, static_cast<off_t>(at), &buf, fuse_buf_copy_flags{}) == 0;
+          at += v.iov_len;
+        }
+        if (ok) c.ns->count_raw_push(ino, at);  // else the read reaches dlfsd, as without a push
+      }
+      gather.release();
+    }
+  } catch (...) {  // a push is an optimisation: the reader's read works without it
+  }
+  c.pushing.fetch_sub(1, std::memory_order_release);
+}
+
 // No file here is a terminal or has flags to set: ENOTTY, what a disk
 // filesystem answers. Handled to be counted, because the kernel forwards
 // every ioctl on a FUSE file (there is no "no ioctl" capability to cache, as
 // there is for OPEN): Python before 3.14 calls isatty() (TCGETS) in every
 // open() with default buffering, so each open of a raw file costs this one
-// round trip (docs/benchmarks.md, "Python's open()").
-void op_ioctl(fuse_req_t req, fuse_ino_t, unsigned int, void*, fuse_file_info*, unsigned, const void*, size_t,
+// round trip (docs/benchmarks.md, "Python's open()"). The round trip is
+// used: the file's read follows, and its bytes are pushed first.
+void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void*, fuse_file_info*, unsigned, const void*, size_t,
               size_t) {
   count(req, FuseOp::ioctl);
+  if (cmd == TCGETS) push_raw_file(ctx(req), ino);
   fuse_reply_err(req, ENOTTY);
 }
 

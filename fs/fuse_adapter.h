@@ -36,6 +36,14 @@ struct FuseContext {
   // Drops view pages from the page cache behind their readers
   // (fs/view_drop_behind.h); null until the session exists, and when off.
   ViewDropBehind* drop_behind = nullptr;
+  // Pushes of raw files at isatty() (fuse_adapter.cc, op_ioctl): the session
+  // they go through (set before the loop starts), the largest file pushed
+  // (0: off), and how many workers may push at once: a push can wait for a
+  // page another worker is answering a read of, so some workers never push.
+  fuse_session* session = nullptr;
+  uint64_t raw_push_size = 0;
+  unsigned push_slots = 1;
+  std::atomic<unsigned> pushing{0};
 };
 
 // The operation table; userdata must be a FuseContext*.

@@ -103,6 +103,12 @@ class Namespace {
   // this node will hold but does not yet: the kernel had better read it from
   // the backend file than through dlfsd.
   bool wants_passthrough(uint64_t ino) const;
+  // Whether dlfsd should push raw file `ino` into the kernel's page cache
+  // now (fs/fuse_adapter.cc, op_ioctl): at most `max_size` bytes, all of them
+  // in this node's memory, and not pushed before (this claims it).
+  bool claim_raw_push(uint64_t ino, uint64_t max_size) const;
+  // Counts a push of `bytes` of raw file `ino` in the raw stats.
+  void count_raw_push(uint64_t ino, uint64_t bytes) const;
   // That raw file's backend file, opened and checked against the scan;
   // invalid when it cannot be (then reads go through dlfsd, which reports
   // the error to the reader).

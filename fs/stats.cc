@@ -95,7 +95,9 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed) {
                     {"requests", requests},
                     {"bytes", rc.bytes.load(std::memory_order_relaxed)},
                     {"passthrough_files", rc.passthrough_files.load(std::memory_order_relaxed)},
-                    {"prefetched_files", rc.prefetched_files.load(std::memory_order_relaxed)}}}};
+                    {"prefetched_files", rc.prefetched_files.load(std::memory_order_relaxed)},
+                    {"pushed_files", rc.pushed_files.load(std::memory_order_relaxed)},
+                    {"pushed_bytes", rc.pushed_bytes.load(std::memory_order_relaxed)}}}};
     const auto& vc = d.view_counters();
     j["views"]["epochs"] = {{"lookups", vc.lookups.load(std::memory_order_relaxed)},
                             {"requests", vc.requests.load(std::memory_order_relaxed)},

@@ -9,6 +9,13 @@
                         /.dlfs/stats is fresh at every open with its exact size
                         on the open file; generated files do not pile up;
                         .index and .tar sizes from stat equal their bytes
+  --part push --pushed yes|no
+                        the first open().read() of each raw file: its isatty()
+                        ioctl makes dlfsd push the file into the page cache
+                        (yes: no READ follows, the stats count every file
+                        pushed) or not (no: raw_push_size 0 or smaller than the
+                        files: one READ each, nothing pushed); the bytes are
+                        the backend's either way
   --part opportunistic  every open of an opportunistic .tar is a stream of its
                         own (its own inode), complete: each sample exactly once,
                         with the backend's bytes
@@ -143,15 +150,56 @@ def check_opportunistic(a):
     print("opportunistic: 5 opens, 5 streams of their own, each complete and right")
 
 
+def raw_stats(a):
+    out = subprocess.run([a.ctl, "--socket", a.socket, "--json", "stats"], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)["datasets"][0]["views"]["raw"]
+
+
+def check_push(a):
+    names = backend_files(a.backend)
+    raw = os.path.join(a.mnt, "ds/raw")
+    random.Random(31).shuffle(names)
+    before = fuse_stats(a)["requests"]
+    for n in names:
+        if read(os.path.join(raw, n)) != read(os.path.join(a.backend, n)):
+            fail(f"raw/{n} differs from the backend on its first open().read()")
+    after = fuse_stats(a)["requests"]
+    spent = {k: after[k] - before[k] for k in after if after[k] != before[k]}
+    st = raw_stats(a)
+    n = len(names)
+    if spent.get("ioctl") != n:
+        fail(f"first open().read() of {n} raw files: {spent.get('ioctl')} ioctls, want one each")
+    if a.pushed == "yes":
+        if spent.get("read", 0) != 0 or st["pushed_files"] != n:
+            fail(f"first open().read() of {n} pushable raw files: requests {spent}, pushed {st['pushed_files']}; "
+                 f"want no READ and every file pushed")
+        total = sum(os.path.getsize(os.path.join(a.backend, x)) for x in names)
+        if st["pushed_bytes"] != total:
+            fail(f"pushed {st['pushed_bytes']} bytes, the files hold {total}")
+    else:
+        if spent.get("read", 0) != n or st["pushed_files"] != 0:
+            fail(f"first open().read() of {n} raw files not to be pushed: requests {spent}, pushed "
+                 f"{st['pushed_files']}; want one READ each and none pushed")
+    # A second pass: the pages are cached either way, and a file is pushed once.
+    for x in names:
+        if read(os.path.join(raw, x)) != read(os.path.join(a.backend, x)):
+            fail(f"raw/{x} differs from the backend on its second open().read()")
+    if raw_stats(a)["pushed_files"] != st["pushed_files"]:
+        fail("a second open() of each file pushed it again")
+    print(f"push: first open().read() of {n} raw files cost {spent}; pushed {st['pushed_files']} files, "
+          f"{st['pushed_bytes']} bytes")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mnt", required=True)
     ap.add_argument("--backend", required=True)
     ap.add_argument("--ctl", required=True)
     ap.add_argument("--socket", required=True)
-    ap.add_argument("--part", choices=["plain", "opportunistic"], required=True)
+    ap.add_argument("--part", choices=["plain", "push", "opportunistic"], required=True)
+    ap.add_argument("--pushed", choices=["yes", "no"], default="yes", help="push: what to expect")
     a = ap.parse_args()
-    check_plain(a) if a.part == "plain" else check_opportunistic(a)
+    {"plain": check_plain, "push": check_push, "opportunistic": check_opportunistic}[a.part](a)
 
 
 if __name__ == "__main__":

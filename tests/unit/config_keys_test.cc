@@ -44,6 +44,7 @@ const std::map<std::string, Reader> kMembers = {
     D("daemon.attr_timeout_s", attr_timeout_s),  D("daemon.passthrough", passthrough),  D("cache.memory_budget", memory_budget),
     D("daemon.serve_despite_failed_datasets", serve_despite_failed_datasets),
     D("daemon.view_drop_behind", view_drop_behind),
+    D("daemon.raw_push_size", raw_push_size),
     D("cache.extent_size", extent_size),         D("cache.loader_threads", loader_threads),
     D("cache.load_staging", load_staging),
     D("cache.read_size", read_size),             D("cache.backend_requests", backend_requests),

@@ -243,6 +243,25 @@ TEST_F(PassthroughNamespaceTest, OffMeansNoFileIsPassedThrough) {
   EXPECT_TRUE(datasets_[0]->passthrough()) << datasets_[0]->backend_fs();
 }
 
+// The push at isatty() (fs/fuse_adapter.cc, op_ioctl): a raw file is pushed
+// only once it is in memory, only when small enough, and only once.
+TEST_F(PassthroughNamespaceTest, ARawFileIsClaimedForAPushOnceWhenInMemoryAndSmallEnough) {
+  const uint64_t f1 = ino("f1"), f2 = ino("f2");
+  EXPECT_FALSE(ns_->claim_raw_push(f1, 1 << 20)) << "not in memory yet";
+  datasets_[0]->start_loading();
+  while (!datasets_[0]->load_progress().done) ::usleep(1000);
+  EXPECT_FALSE(ns_->claim_raw_push(f2, 99999)) << "100000 bytes is more than the limit";
+  EXPECT_TRUE(ns_->claim_raw_push(f2, 100000));
+  EXPECT_TRUE(ns_->claim_raw_push(f1, 1 << 20)) << "not claimed before loading: a refusal claims nothing";
+  EXPECT_FALSE(ns_->claim_raw_push(f1, 1 << 20)) << "claimed already";
+  EXPECT_FALSE(ns_->claim_raw_push(ino("empty"), 1 << 20)) << "nothing to push";
+  EXPECT_FALSE(ns_->claim_raw_push(kStatsIno, 1 << 20)) << "not a raw file";
+  EXPECT_FALSE(ns_->claim_raw_push(ns_->lookup(kRootIno, "ds")->ino, 1 << 20)) << "a directory";
+  ns_->count_raw_push(f2, 100000);
+  EXPECT_EQ(datasets_[0]->raw_counters().pushed_files.load(), 1u);
+  EXPECT_EQ(datasets_[0]->raw_counters().pushed_bytes.load(), 100000u);
+}
+
 TEST_F(PassthroughNamespaceTest, AChangedBackendFileIsNotHandedToTheKernel) {
   const uint64_t f5 = ino("f5");
   std::ofstream(root_ + "/f5", std::ios::binary | std::ios::app) << "more";
