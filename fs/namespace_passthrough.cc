@@ -1,5 +1,7 @@
-// The namespace's side of FUSE passthrough (fs/fuse_passthrough.h): which
-// raw files the kernel reads from their backend files while datasets load.
+// The namespace's side of what the kernel is handed instead of asking dlfsd:
+// FUSE passthrough (fs/fuse_passthrough.h: which raw files the kernel reads
+// from their backend files while datasets load), and the raw files pushed
+// into its page cache at an open's isatty() (fs/fuse_adapter.cc, op_ioctl).
 #include <fcntl.h>
 
 #include <algorithm>

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <memory>
@@ -137,6 +138,22 @@ bool can_search(int dfd, uint32_t mode) {
   return ::faccessat(dfd, ".", X_OK, 0) == 0;
 }
 
+// The entry's stat, tried again when it fails for a reason that can pass:
+// a network file system under load answers EIO, ETIMEDOUT or ESTALE now and
+// then, and a file left out of the scan is left out of the dataset. Returns
+// 0 or the last errno; errors that stay (gone, no permission) are not retried.
+int stat_entry(int dfd, const char* name, struct stat* st) {
+  constexpr int kRetries = 3;  // after 10, 40 and 160 ms
+  for (int attempt = 0;; ++attempt) {
+    if (::fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) == 0) return 0;
+    const int err = errno;
+    const bool lasting = err == ENOENT || err == EACCES || err == EPERM || err == ENOTDIR || err == ENAMETOOLONG ||
+                         err == ELOOP;
+    if (lasting || attempt == kRetries) return err;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10 << (2 * attempt)));
+  }
+}
+
 void add_entry(Worker& w, int dfd, ScannedDir& dir, const char* name, unsigned char type) {
   // d_type answers for symlinks and special files without a stat; a regular
   // file or a directory needs one for its size and times, and whatever the
@@ -145,8 +162,8 @@ void add_entry(Worker& w, int dfd, ScannedDir& dir, const char* name, unsigned c
   if (type == DT_FIFO || type == DT_SOCK || type == DT_CHR || type == DT_BLK)
     return w.notes.note(w.notes.special, join(dir.path, name), "special file");
   struct stat st {};
-  if (::fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-    return w.notes.note(w.notes.unreadable, join(dir.path, name), "cannot stat");
+  if (const int err = stat_entry(dfd, name, &st); err != 0)
+    return w.notes.note(w.notes.unreadable, join(dir.path, name), (std::string("cannot stat: ") + std::strerror(err)).c_str());
   if (S_ISREG(st.st_mode)) {
     size_t len = std::strlen(name);
     ScannedFile f;

@@ -69,7 +69,25 @@ same_tree "$WORK/aligned" "$WORK/mnt4/ds/raw"
 stop_daemon "$DAEMON_PID" "$WORK/mnt4"
 log "direct I/O: $direct direct reads; refused: $(grep -c '^nodirect ' "$WORK/faults.log") refusal(s), every byte right"
 
-for kind in eio short delay nodirect; do
+log "a stat that fails and then works (a network file system under load): the scan tries again"
+DAEMON_WRAP=(env LD_PRELOAD="$FAULTY_BACKEND" DLFS_FAULT_STAT_EIO="$WORK/aligned/*" DLFS_FAULT_STAT_TIMES=2
+             DLFS_FAULT_LOG="$WORK/faults.log")
+start_daemon "$WORK/mnt5" "$WORK/d5.log" --backend "$WORK/aligned" --name ds --extent-size 256KiB
+wait_loaded "$WORK/mnt5"
+[ "$(stat_field "$WORK/mnt5" 's["datasets"][0]["skipped"]["unreadable"]')" = 0 ] ||
+  fail "files whose stat failed twice were left out: $(grep -m1 unreadable "$WORK/d5.log")"
+same_tree "$WORK/aligned" "$WORK/mnt5/ds/raw"
+stop_daemon "$DAEMON_PID" "$WORK/mnt5"
+DAEMON_WRAP=(env LD_PRELOAD="$FAULTY_BACKEND" DLFS_FAULT_STAT_EIO="$WORK/aligned/*/*00.bin" DLFS_FAULT_STAT_TIMES=9
+             DLFS_FAULT_LOG="$WORK/faults.log")
+start_daemon "$WORK/mnt6" "$WORK/d6.log" --backend "$WORK/aligned" --name ds --extent-size 256KiB
+gone=$(stat_field "$WORK/mnt6" 's["datasets"][0]["skipped"]["unreadable"]')
+[ "$gone" -ge 1 ] || fail "files whose stat always fails were not reported unreadable"
+grep -q "cannot stat: Input/output error" "$WORK/d6.log" || fail "the log does not say why a stat failed"
+stop_daemon "$DAEMON_PID" "$WORK/mnt6"
+log "stat: $(grep -c '^stat_eio ' "$WORK/faults.log") failed stats injected; passing ones retried, lasting ones ($gone) reported with their error"
+
+for kind in eio short delay nodirect stat_eio; do
   grep -q "^$kind " "$WORK/faults.log" || fail "no '$kind' fault was injected: the shim did not take"
 done
 log "ok ($(grep -c '^eio ' "$WORK/faults.log") EIO, $(grep -c '^short ' "$WORK/faults.log") short, $(grep -c '^delay ' "$WORK/faults.log") slow preads injected)"

@@ -1,8 +1,8 @@
 // A backend that fails on purpose, for the scenarios (LD_PRELOAD into dlfsd):
 // disks and parallel file systems return EIO, short reads and slow reads, and
-// none of that can be made to happen on this machine's disk. Only pread is
-// touched: it is how dlfsd reads dataset bytes (cache/backend_reader.cc);
-// scanning (stat, readdir) stays real.
+// none of that can be made to happen on this machine's disk. pread is how
+// dlfsd reads dataset bytes (cache/backend_reader.cc); fstatat is how its scan
+// learns each file's size (provenance/manifest_scan.cc); readdir stays real.
 //
 // Which files misbehave is chosen by fnmatch(3) patterns on the file's path
 // (from /proc/self/fd, so every way of opening it is covered):
@@ -14,9 +14,13 @@
 //   DLFS_FAULT_NO_DIRECT=PATTERN  a pread on an fd opened with O_DIRECT fails
 //                                 with EINVAL, as on a file system that has
 //                                 no direct I/O (or not at that alignment)
+//   DLFS_FAULT_STAT_EIO=PATTERN   fstatat of a matching path fails with EIO
+//                                 the first DLFS_FAULT_STAT_TIMES (default 1)
+//                                 times for each path, then works: a network
+//                                 file system's passing error
 // With DLFS_FAULT_LOG=FILE every fault injected appends a line to FILE.
-// Both symbols are defined below; the build's large-file mode would rename
-// pread to pread64 in the headers and make them one.
+// Both symbols of each are defined below; the build's large-file mode would
+// rename pread to pread64 (fstatat to fstatat64) in the headers and make them one.
 #undef _FILE_OFFSET_BITS
 #include <dlfcn.h>
 #include <errno.h>
@@ -27,6 +31,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
+#include <map>
+#include <mutex>
 #include <string>
 
 namespace {
@@ -85,7 +93,43 @@ ssize_t faulty_pread(pread_fn real, int fd, void* buf, size_t count, off_t offse
   return real(fd, buf, count, offset);
 }
 
+using fstatat_fn = int (*)(int, const char*, struct stat*, int);
+
+// How often each path's stat has failed so far.
+std::mutex stat_mu;
+std::map<std::string, long> stat_failures;
+
+int faulty_fstatat(fstatat_fn real, int dirfd, const char* name, struct stat* st, int flags) {
+  if (name != nullptr && name[0] != '\0' && getenv("DLFS_FAULT_STAT_EIO") != nullptr) {
+    const std::string path = name[0] == '/' ? std::string(name) : path_of(dirfd) + "/" + name;
+    if (matches(path, "DLFS_FAULT_STAT_EIO")) {
+      const char* times = getenv("DLFS_FAULT_STAT_TIMES");
+      const long limit = times ? atol(times) : 1;
+      std::lock_guard<std::mutex> lock(stat_mu);
+      if (stat_failures[path]++ < limit) {
+        note("stat_eio", path);
+        errno = EIO;
+        return -1;
+      }
+    }
+  }
+  return real(dirfd, name, st, flags);
+}
+
 }  // namespace
+
+extern "C" int fstatat(int dirfd, const char* name, struct stat* st, int flags) {
+  static fstatat_fn real;
+  if (!real) real = reinterpret_cast<fstatat_fn>(dlsym(RTLD_NEXT, "fstatat"));
+  return faulty_fstatat(real, dirfd, name, st, flags);
+}
+
+// On x86-64 struct stat64 is struct stat: one implementation serves both.
+extern "C" int fstatat64(int dirfd, const char* name, struct stat64* st, int flags) {
+  static fstatat_fn real;
+  if (!real) real = reinterpret_cast<fstatat_fn>(dlsym(RTLD_NEXT, "fstatat64"));
+  return faulty_fstatat(real, dirfd, name, reinterpret_cast<struct stat*>(st), flags);
+}
 
 extern "C" ssize_t pread(int fd, void* buf, size_t count, off_t offset) {
   static pread_fn real;
