@@ -344,21 +344,13 @@ void push_raw_file(FuseContext& c, fuse_ino_t ino) {
     return;
   }
   try {
-    if (c.ns->claim_raw_push(ino, c.raw_push_size)) {
-      thread_local cache::Gather gather;
-      if (c.ns->read(ino, 0, c.raw_push_size, gather)) {
-        uint64_t at = 0;
-        bool ok = true;
-        for (size_t i = 0; ok && i < gather.count(); ++i) {
-          const iovec& v = gather.iov()[i];
-          fuse_bufvec buf = FUSE_BUFVEC_INIT(v.iov_len);
-          buf.buf[0].mem = v.iov_base;
-          ok = fuse_lowlevel_notify_store(c.session, ino, static_cast<off_t>(at), &buf, fuse_buf_copy_flags{}) == 0;
-          at += v.iov_len;
-        }
-        if (ok) c.ns->count_raw_push(ino, at);  // else the read reaches dlfsd, as without a push
-      }
-      gather.release();
+    const std::span<const std::byte> bytes = c.ns->claim_raw_push(ino, c.raw_push_size);
+    if (!bytes.empty()) {
+      fuse_bufvec buf = FUSE_BUFVEC_INIT(bytes.size());
+      buf.buf[0].mem = const_cast<std::byte*>(bytes.data());  // libfuse only reads it
+      // On failure the read reaches dlfsd, as without a push.
+      if (fuse_lowlevel_notify_store(c.session, ino, 0, &buf, fuse_buf_copy_flags{}) == 0)
+        c.ns->count_raw_push(ino, bytes.size());
     }
   } catch (...) {  // a push is an optimisation: the reader's read works without it
   }

@@ -22,9 +22,11 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -103,11 +105,13 @@ class Namespace {
   // this node will hold but does not yet: the kernel had better read it from
   // the backend file than through dlfsd.
   bool wants_passthrough(uint64_t ino) const;
-  // Whether dlfsd should push raw file `ino` into the kernel's page cache
-  // now (fs/fuse_adapter.cc, op_ioctl): at most `max_size` bytes, all of them
-  // in this node's memory, and not pushed before (this claims it).
-  bool claim_raw_push(uint64_t ino, uint64_t max_size) const;
-  // Counts a push of `bytes` of raw file `ino` in the raw stats.
+  // The bytes of raw file `ino`, in this node's memory, for a push into the
+  // kernel's page cache now (fs/fuse_adapter.cc, op_ioctl): the whole file,
+  // when it has at most `max_size` bytes, all resident in one piece, and was
+  // not pushed before (this claims it). Empty otherwise.
+  std::span<const std::byte> claim_raw_push(uint64_t ino, uint64_t max_size) const;
+  // Counts a push of `bytes` of raw file `ino` in the raw stats: a request
+  // served from memory, and a push.
   void count_raw_push(uint64_t ino, uint64_t bytes) const;
   // That raw file's backend file, opened and checked against the scan;
   // invalid when it cannot be (then reads go through dlfsd, which reports

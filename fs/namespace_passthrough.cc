@@ -63,23 +63,28 @@ UniqueFd Namespace::open_backend_file(uint64_t ino, UniqueFd opened) const {
   return opened;
 }
 
-bool Namespace::claim_raw_push(uint64_t ino, uint64_t max_size) const {
+std::span<const std::byte> Namespace::claim_raw_push(uint64_t ino, uint64_t max_size) const {
   const auto [ds, f] = raw_file_of(ino);
-  if (!ds) return false;
+  if (!ds) return {};
   const auto& m = ds->manifest();
   const uint64_t size = m.file_size(f);
-  if (size == 0 || size > max_size) return false;
+  if (size == 0 || size > max_size) return {};
   // Resident in one piece: the push copies from memory and never waits on
   // the backend or a peer (the worker that pushes holds up the reader).
-  if (ds->buffer().resident_span(m.file_data_offset(f), size) == nullptr) return false;
-  return ds->claim_push(f);
+  const std::byte* bytes = ds->buffer().resident_span(m.file_data_offset(f), size);
+  if (bytes == nullptr || !ds->claim_push(f)) return {};
+  return {bytes, size};
 }
 
 void Namespace::count_raw_push(uint64_t ino, uint64_t bytes) const {
   const auto [ds, f] = raw_file_of(ino);
   if (!ds) return;
-  ds->raw_counters().pushed_files.fetch_add(1, std::memory_order_relaxed);
-  ds->raw_counters().pushed_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  auto& c = ds->raw_counters();
+  c.requests.fetch_add(1, std::memory_order_relaxed);
+  c.bytes.fetch_add(bytes, std::memory_order_relaxed);
+  c.reads.memory_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  c.pushed_files.fetch_add(1, std::memory_order_relaxed);
+  c.pushed_bytes.fetch_add(bytes, std::memory_order_relaxed);
 }
 
 std::pair<const Dataset*, uint32_t> Namespace::raw_file_of(uint64_t ino) const {

@@ -247,19 +247,25 @@ TEST_F(PassthroughNamespaceTest, OffMeansNoFileIsPassedThrough) {
 // only once it is in memory, only when small enough, and only once.
 TEST_F(PassthroughNamespaceTest, ARawFileIsClaimedForAPushOnceWhenInMemoryAndSmallEnough) {
   const uint64_t f1 = ino("f1"), f2 = ino("f2");
-  EXPECT_FALSE(ns_->claim_raw_push(f1, 1 << 20)) << "not in memory yet";
+  auto claimed = [&](uint64_t i, uint64_t max) { return !ns_->claim_raw_push(i, max).empty(); };
+  EXPECT_FALSE(claimed(f1, 1 << 20)) << "not in memory yet";
   datasets_[0]->start_loading();
   while (!datasets_[0]->load_progress().done) ::usleep(1000);
-  EXPECT_FALSE(ns_->claim_raw_push(f2, 99999)) << "100000 bytes is more than the limit";
-  EXPECT_TRUE(ns_->claim_raw_push(f2, 100000));
-  EXPECT_TRUE(ns_->claim_raw_push(f1, 1 << 20)) << "not claimed before loading: a refusal claims nothing";
-  EXPECT_FALSE(ns_->claim_raw_push(f1, 1 << 20)) << "claimed already";
-  EXPECT_FALSE(ns_->claim_raw_push(ino("empty"), 1 << 20)) << "nothing to push";
-  EXPECT_FALSE(ns_->claim_raw_push(kStatsIno, 1 << 20)) << "not a raw file";
-  EXPECT_FALSE(ns_->claim_raw_push(ns_->lookup(kRootIno, "ds")->ino, 1 << 20)) << "a directory";
+  EXPECT_FALSE(claimed(f2, 99999)) << "100000 bytes is more than the limit";
+  const std::span<const std::byte> f2_bytes = ns_->claim_raw_push(f2, 100000);
+  ASSERT_EQ(f2_bytes.size(), 100000u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(f2_bytes.data()), f2_bytes.size()), std::string(100000, 'c'))
+      << "the file's bytes, from memory";
+  EXPECT_TRUE(claimed(f1, 1 << 20)) << "not claimed before loading: a refusal claims nothing";
+  EXPECT_FALSE(claimed(f1, 1 << 20)) << "claimed already";
+  EXPECT_FALSE(claimed(ino("empty"), 1 << 20)) << "nothing to push";
+  EXPECT_FALSE(claimed(kStatsIno, 1 << 20)) << "not a raw file";
+  EXPECT_FALSE(claimed(ns_->lookup(kRootIno, "ds")->ino, 1 << 20)) << "a directory";
+  const uint64_t requests = datasets_[0]->raw_counters().requests.load();
   ns_->count_raw_push(f2, 100000);
   EXPECT_EQ(datasets_[0]->raw_counters().pushed_files.load(), 1u);
   EXPECT_EQ(datasets_[0]->raw_counters().pushed_bytes.load(), 100000u);
+  EXPECT_EQ(datasets_[0]->raw_counters().requests.load(), requests + 1) << "a push is a request served from memory";
 }
 
 TEST_F(PassthroughNamespaceTest, AChangedBackendFileIsNotHandedToTheKernel) {
