@@ -156,10 +156,10 @@ void Daemon::use_passthrough_io() {
 }
 
 // Made before the control server starts (whose stats read it) and never
-// replaced. The kernel is told through the session, which exists before any
-// read is answered and is destroyed only after run() stopped this.
+// replaced; with view_drop_behind 0 it is off (no thread, drops nothing). The
+// kernel is told through the session, which exists before any read is
+// answered and is destroyed only after run() stopped this.
 void Daemon::start_drop_behind() {
-  if (config_.view_drop_behind == 0) return;
   DropBehindOptions o;
   o.keep_bytes = config_.view_drop_behind;
   drop_behind_ = std::make_unique<ViewDropBehind>(o, [this](uint64_t ino, uint64_t off, uint64_t len) {
@@ -231,7 +231,7 @@ int Daemon::run() {
   stop_waker();
   // No worker reads any more: nothing reports to it.
   fuse_context_.drop_behind = nullptr;
-  if (drop_behind_) drop_behind_->stop();
+  drop_behind_->stop();
 
   spdlog::info("unmounting {}", config_.mountpoint);
   stopping_ = true;
@@ -385,7 +385,6 @@ Status Daemon::join_cluster(const std::vector<Dataset*>& datasets) {
 
 nlohmann::json Daemon::drop_behind_json() const {
   const ViewDropBehind* d = drop_behind_.get();
-  if (!d) return {{"keep_bytes", 0}, {"dropped_bytes", 0}, {"notifications", 0}, {"failures", 0}, {"skipped", 0}};
   return {{"keep_bytes", d->keep_bytes()},
           {"dropped_bytes", d->dropped_bytes()},
           {"notifications", d->notifications()},

@@ -34,7 +34,8 @@ struct FuseContext {
   PrefetchedFiles prefetched;
   std::atomic<bool> passthrough_over{false};
   // Drops view pages from the page cache behind their readers
-  // (fs/view_drop_behind.h); null until the session exists, and when off.
+  // (fs/view_drop_behind.h; it does nothing when off); null in tests
+  // without a daemon, and once the session loop has ended.
   ViewDropBehind* drop_behind = nullptr;
   // Pushes of raw files at isatty() (fuse_adapter.cc, op_ioctl): the session
   // they go through (set before the loop starts), the largest file pushed
