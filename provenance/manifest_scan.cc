@@ -64,7 +64,7 @@ struct Notes {
     examples.insert(std::upper_bound(examples.begin(), examples.end(), text), std::move(text));
     if (examples.size() > kMaxExamples) examples.pop_back();
   }
-  void note(uint64_t& counter, const std::string& path, const char* why) {
+  void note(uint64_t& counter, const std::string& path, const std::string& why) {
     ++counter;
     example(path + " (" + why + ")");
   }
@@ -163,7 +163,7 @@ void add_entry(Worker& w, int dfd, ScannedDir& dir, const char* name, unsigned c
     return w.notes.note(w.notes.special, join(dir.path, name), "special file");
   struct stat st {};
   if (const int err = stat_entry(dfd, name, &st); err != 0)
-    return w.notes.note(w.notes.unreadable, join(dir.path, name), (std::string("cannot stat: ") + std::strerror(err)).c_str());
+    return w.notes.note(w.notes.unreadable, join(dir.path, name), std::string("cannot stat: ") + std::strerror(err));
   if (S_ISREG(st.st_mode)) {
     size_t len = std::strlen(name);
     ScannedFile f;
