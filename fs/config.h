@@ -42,6 +42,10 @@ struct DaemonConfig {
   // kernel from their backend files (FUSE passthrough, fs/fuse_passthrough.h):
   // auto (backends on local file systems, fs/backend_fs.h), on, off.
   std::string passthrough = "auto";
+  // FUSE requests through one io_uring queue per CPU (fs/fuse_uring.h):
+  // auto (when the kernel offers it), on (also turns the fuse module's
+  // enable_uring on, as root), off.
+  std::string fuse_uring = "auto";
   // A dataset whose scan fails after the mount: false, dlfsd unmounts and
   // exits 2 (as a failure before the mount); true, it answers EIO and the
   // others stay served (one node only: a cluster always exits).

@@ -112,6 +112,12 @@ std::vector<ConfigKey> daemon_keys() {
           "server round trip), on, off. Such an open file is checked against the scan when opened, not at each "
           "read (docs/architecture.md, passthrough)")
           .choices({"auto", "on", "off"}),
+      Key(s, "fuse_uring", "--fuse-uring", Kind::choice, DAEMON(fuse_uring),
+          "FUSE requests reach dlfsd through one io_uring queue per CPU, answered on the CPU that sent them, "
+          "instead of /dev/fuse (Linux 6.14+): auto (when the kernel offers it: "
+          "/sys/module/fuse/parameters/enable_uring is Y), on (also sets that parameter, as root), off "
+          "(fs/fuse_uring.h)")
+          .choices({"auto", "on", "off"}),
       Key(s, "view_drop_behind", "--view-drop-behind", Kind::size, DAEMON(view_drop_behind),
           "Page cache an epoch view file keeps behind a reader that reads it in order; what lies further behind "
           "is dropped as the reader moves on (a view is read once per epoch, and its bytes stay in dlfsd's "

@@ -1,5 +1,7 @@
 #include "fs/daemon.h"
 
+#include <fstream>
+
 #include "fs/plan_report.h"
 
 #include <malloc.h>
@@ -10,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <thread>
 
 #include <fuse_lowlevel.h>
@@ -142,17 +145,54 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config) {
 }
 
 // Before the loop reads INIT: the session reads requests and writes replies
-// through fs/fuse_passthrough.h's hooks, which add what passthrough needs to
-// the wire. Failing that, reads during the load are all served by dlfsd.
-void Daemon::use_passthrough_io() {
+// through fs/fuse_passthrough.h's hooks, which add what passthrough and FUSE
+// over io_uring need to the wire. Failing that, neither is used.
+bool Daemon::use_wire_io() {
   const int fd = fuse_session_fd(session_);
   const fuse_custom_io io = passthrough_io();
   if (int rc = fuse_session_custom_io(session_, &io, fd); rc != 0) {
-    spdlog::warn("FUSE passthrough is off: libfuse refused custom I/O ({})", std::strerror(-rc));
-    return;
+    spdlog::warn("FUSE passthrough and io_uring are off: libfuse refused custom I/O ({})", std::strerror(-rc));
+    return false;
   }
-  fuse_context_.backing.set_registrar(kernel_registrar(fd));
-  fuse_context_.passthrough.wanted = true;
+  return true;
+}
+
+namespace {
+constexpr const char* kEnableUringParam = "/sys/module/fuse/parameters/enable_uring";
+
+bool kernel_enables_uring() {
+  std::ifstream in(kEnableUringParam);
+  char c = 0;
+  return in >> c && (c == 'Y' || c == 'y' || c == '1');
+}
+}  // namespace
+
+bool Daemon::want_uring() {
+  if (config_.fuse_uring == "off") return false;
+  if (config_.fuse_uring == "on" && !kernel_enables_uring()) {
+    std::ofstream out(kEnableUringParam);
+    if (!(out << "Y" << std::flush))
+      spdlog::warn("FUSE over io_uring: cannot turn on {} (needs root and Linux 6.14+); requests go through /dev/fuse",
+                   kEnableUringParam);
+  }
+  if (!kernel_enables_uring()) return false;  // auto: the kernel would not offer it
+  if (Status s = probe_uring(); !s) {
+    spdlog::warn("FUSE over io_uring is off: {}", s.message());
+    return false;
+  }
+  return true;
+}
+
+// On the thread that wrote the INIT reply, right after the kernel took it:
+// the kernel holds new requests until every queue has an entry.
+void Daemon::start_uring() {
+  FuseUring::Options o;
+  o.entries_per_queue = std::max(2u, config_.fuse_threads / uring_queue_count());
+  uring_ = std::make_unique<FuseUring>(session_, fuse_session_fd(session_), o);
+  fuse_context_.uring.store(uring_.get(), std::memory_order_release);
+  uring_->start();
+  spdlog::info("FUSE requests go through io_uring: {} queues of {} entries", uring_queue_count(),
+               o.entries_per_queue);
 }
 
 // Made before the control server starts (whose stats read it) and never
@@ -203,6 +243,8 @@ int Daemon::run() {
     return 1;
   }
 
+  // Before the mount: the kernel offers io_uring in INIT only if enabled then.
+  const bool uring = want_uring();
   if (fuse_session_mount(session_, config_.mountpoint.c_str()) != 0) {
     spdlog::error("cannot mount at '{}' (is /dev/fuse available and fusermount3 installed?)", config_.mountpoint);
     stop_waker();  // a stop asked for during the mount
@@ -210,7 +252,20 @@ int Daemon::run() {
     fuse_session_destroy(session_);
     return 1;
   }
-  if (config_.passthrough != "off") use_passthrough_io();
+  if ((config_.passthrough != "off" || uring) && use_wire_io()) {
+    if (config_.passthrough != "off") {
+      fuse_context_.backing.set_registrar(kernel_registrar(fuse_session_fd(session_)));
+      fuse_context_.passthrough.wanted = true;
+    }
+    if (uring) {
+      fuse_context_.uring_wire.on_negotiated = [this] { start_uring(); };
+      fuse_context_.uring_wire.wanted = true;
+      // A push waits for pages a READ may be bringing in; that READ needs a
+      // free entry on its CPU's queue, so at most half of one queue pushes.
+      const unsigned per_queue = std::max(2u, config_.fuse_threads / uring_queue_count());
+      fuse_context_.push_slots = std::min(fuse_context_.push_slots, per_queue / 2);
+    }
+  }
   startup_ = std::thread([this] { start_datasets(); });
   // Raise the kernel's readahead window once INIT is done (needs the session
   // loop running to answer the stat, hence a thread).
@@ -241,6 +296,9 @@ int Daemon::run() {
   for (auto& slot : slots_)
     if (Dataset* d = slot->get()) d->stop_loading();
   fuse_session_unmount(session_);
+  // The queues' threads end within a wait slice; none may outlive the session.
+  if (uring_) uring_->stop();
+  fuse_context_.uring.store(nullptr, std::memory_order_release);
   // After the unmount: a stat() still waiting on the mount (a stop before
   // INIT was answered) now fails instead of blocking this join forever.
   tune.join();
@@ -411,6 +469,10 @@ nlohmann::json Daemon::snapshot(bool detailed) const {
                    {"window_over", fuse_context_.passthrough_over.load()},
                    {"backing_files", fuse_context_.backing.registered()},
                    {"backing_files_open", fuse_context_.backing.live_ids()}}},
+                 {"uring",
+                  {{"offered", fuse_context_.uring_wire.offered.load()},
+                   {"in_use", fuse_context_.uring_wire.negotiated.load()},
+                   {"queues", uring_ ? uring_->stats() : nlohmann::json(nullptr)}}},
                  {"generated_files", namespace_ ? namespace_->generated_live() : 0},
                  {"view_drop_behind", drop_behind_json()}};
   return j;

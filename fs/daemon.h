@@ -61,7 +61,12 @@ class Daemon final : public ControlHandler {
   Status join_cluster(const std::vector<Dataset*>& datasets);
   // The startup thread: scans, joins, publishes (see the top of this file).
   void start_datasets();
-  void use_passthrough_io();
+  // The session's custom I/O (fs/fuse_passthrough.h) for passthrough and/or
+  // FUSE over io_uring; false if libfuse refused it (neither is used then).
+  bool use_wire_io();
+  // Whether to ask for FUSE over io_uring (config, module parameter, a probe).
+  bool want_uring();
+  void start_uring();
   void start_drop_behind();
   nlohmann::json drop_behind_json() const;
   void open_datasets();
@@ -85,6 +90,8 @@ class Daemon final : public ControlHandler {
   // Drops view pages behind their readers (fs/view_drop_behind.h): from the
   // mount until the session loop ends.
   std::unique_ptr<ViewDropBehind> drop_behind_;
+  // FUSE over io_uring's queues (fs/fuse_uring.h), once INIT agreed on it.
+  std::unique_ptr<FuseUring> uring_;
   std::unique_ptr<ControlServer> control_;
   fuse_session* session_ = nullptr;
   pthread_t main_thread_{};

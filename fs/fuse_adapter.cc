@@ -107,6 +107,8 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   // while datasets load (fs/fuse_passthrough.h); the INIT reply, written
   // after this returns on this thread, asks for it.
   if (c.passthrough.wanted && c.passthrough.offered.load(std::memory_order_acquire)) ask_passthrough_in_init_reply();
+  // Requests through one io_uring queue per CPU (fs/fuse_uring.h).
+  if (c.uring_wire.wanted && c.uring_wire.offered.load(std::memory_order_acquire)) ask_uring_in_init_reply();
   // max_background stays at the kernel's default: raising it to 64 made cold
   // sequential reads ~20% slower here (more readahead requests in flight than
   // two cores can serve), measured with tools/bench/run_bench.py.

@@ -7,6 +7,7 @@
 
 #include "fs/fuse_counters.h"
 #include "fs/fuse_passthrough.h"
+#include "fs/fuse_uring.h"
 #include "fs/namespace.h"
 #include "fs/view_drop_behind.h"
 
@@ -33,6 +34,10 @@ struct FuseContext {
   BackingFiles backing;
   PrefetchedFiles prefetched;
   std::atomic<bool> passthrough_over{false};
+  // FUSE over io_uring (fs/fuse_uring.h): what INIT agreed, and the queues
+  // once started (null until then, and after the loop ended).
+  UringWire uring_wire;
+  std::atomic<FuseUring*> uring{nullptr};
   // Drops view pages from the page cache behind their readers
   // (fs/view_drop_behind.h; it does nothing when off); null in tests
   // without a daemon, and once the session loop has ended.

@@ -58,11 +58,16 @@ struct PassthroughWire {
 };
 
 // The custom I/O for fuse_session_custom_io; its userdata (the session's) must
-// be a FuseContext, whose `passthrough` member the hooks use.
+// be a FuseContext, whose `passthrough`, `uring_wire` and `uring` members the
+// hooks use. A reply to a request taken from an io_uring entry goes to that
+// entry (FuseUring::deliver), every other one to /dev/fuse.
 fuse_custom_io passthrough_io();
 
 // Called in op_init, on the thread that will write the INIT reply: patch it.
 void ask_passthrough_in_init_reply();
+// The same for FUSE over io_uring (fs/fuse_uring.h): the reply asks for it,
+// and once the kernel took it the context's uring_wire.on_negotiated runs.
+void ask_uring_in_init_reply();
 
 // fuse_reply_open, with FOPEN_PASSTHROUGH and `backing_id` added on the wire.
 int reply_open_passthrough(fuse_req_t req, const fuse_file_info* fi, int32_t backing_id);

@@ -7,7 +7,7 @@ packages=(
   # build
   meson ninja-build pkg-config g++
   # libraries (found through pkg-config)
-  libfuse3-dev libucx-dev liblmdb-dev libspdlog-dev libfmt-dev
+  libfuse3-dev liburing-dev libucx-dev liblmdb-dev libspdlog-dev libfmt-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libxxhash-dev libzstd-dev libsodium-dev
   libisal-dev  # CRC32C for TFRecord
   libibverbs-dev rdma-core
