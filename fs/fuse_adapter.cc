@@ -99,7 +99,10 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
   conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;  // always plus: find/ls -l get attrs in one go
   if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
-  if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+  if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) {
+    conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+    ask_parallel_dirops_in_init_reply();  // libfuse 3.14 leaves it out of the reply (fs/fuse_passthrough.h)
+  }
   // The data never changes: no need to invalidate on mtime changes.
   conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
   conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;  // also: the kernel takes no passthrough with it

@@ -19,6 +19,7 @@ constexpr size_t kInHeaderSize = 40;           // struct fuse_in_header
 constexpr size_t kInitInFlags = 12;            // fuse_init_in.flags
 constexpr size_t kInitInFlags2 = 16;           // fuse_init_in.flags2
 constexpr uint32_t kInitExt = 1u << 30;        // FUSE_INIT_EXT: flags2 is valid
+constexpr uint32_t kParallelDirops = 1u << 18;  // FUSE_PARALLEL_DIROPS, in flags
 constexpr uint32_t kPassthroughBit2 = 1u << 5;  // FUSE_PASSTHROUGH (1ULL << 37), in flags2
 constexpr uint32_t kOverIoUringBit2 = 1u << 9;  // FUSE_OVER_IO_URING (1ULL << 41), in flags2 (fs/fuse_uring.h)
 constexpr size_t kInitOutFlags = 12;           // fuse_init_out.flags
@@ -49,6 +50,7 @@ void store32(void* base, size_t off, uint32_t v) { std::memcpy(static_cast<char*
 // Which reply this thread is about to write needs a patch (see the header).
 thread_local bool t_patch_init = false;
 thread_local bool t_patch_uring = false;
+thread_local bool t_patch_dirops = false;
 thread_local int32_t t_open_backing_id = 0;
 
 ssize_t read_request(int fd, void* buf, size_t len, void* userdata) {
@@ -68,17 +70,17 @@ ssize_t write_reply(int fd, iovec* iov, int count, void* userdata) {
   auto& c = *static_cast<FuseContext*>(userdata);
   // Replies with a payload are [fuse_out_header, payload]; error replies
   // have no payload and are never patched.
-  if (count == 2 && (t_patch_init || t_patch_uring) && iov[1].iov_len >= kInitOutStackDepth + 4) {
+  if (count == 2 && (t_patch_init || t_patch_uring || t_patch_dirops) && iov[1].iov_len >= kInitOutStackDepth + 4) {
     const bool uring = t_patch_uring;
     void* out = iov[1].iov_base;
-    store32(out, kInitOutFlags, load32(out, kInitOutFlags) | kInitExt);
+    store32(out, kInitOutFlags, load32(out, kInitOutFlags) | kInitExt | (t_patch_dirops ? kParallelDirops : 0));
     if (t_patch_init) {
       store32(out, kInitOutFlags2, load32(out, kInitOutFlags2) | kPassthroughBit2);
       store32(out, kInitOutStackDepth, kStackDepth);
       c.passthrough.negotiated.store(true, std::memory_order_release);
     }
     if (uring) store32(out, kInitOutFlags2, load32(out, kInitOutFlags2) | kOverIoUringBit2);
-    t_patch_init = t_patch_uring = false;
+    t_patch_init = t_patch_uring = t_patch_dirops = false;
     const ssize_t n = ::writev(fd, iov, count);
     // The kernel has taken the reply and now holds requests until every
     // queue has an entry: start them.
@@ -113,6 +115,7 @@ fuse_custom_io passthrough_io() {
 
 void ask_passthrough_in_init_reply() { t_patch_init = true; }
 void ask_uring_in_init_reply() { t_patch_uring = true; }
+void ask_parallel_dirops_in_init_reply() { t_patch_dirops = true; }
 
 int reply_open_passthrough(fuse_req_t req, const fuse_file_info* fi, int32_t backing_id) {
   t_open_backing_id = backing_id;

@@ -68,6 +68,10 @@ void ask_passthrough_in_init_reply();
 // The same for FUSE over io_uring (fs/fuse_uring.h): the reply asks for it,
 // and once the kernel took it the context's uring_wire.on_negotiated runs.
 void ask_uring_in_init_reply();
+// And FUSE_PARALLEL_DIROPS, which libfuse 3.14 takes into `want` by default
+// but never puts in its INIT reply: without it the kernel sends one LOOKUP at
+// a time per directory (readers of one directory wait in fuse_lock_inode).
+void ask_parallel_dirops_in_init_reply();
 
 // fuse_reply_open, with FOPEN_PASSTHROUGH and `backing_id` added on the wire.
 int reply_open_passthrough(fuse_req_t req, const fuse_file_info* fi, int32_t backing_id);

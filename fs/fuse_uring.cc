@@ -3,11 +3,14 @@
 #include <liburing.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <sys/sysinfo.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include <spdlog/spdlog.h>
@@ -49,10 +52,11 @@ void store(void* base, size_t off, T v) {
 
 // A FUSE command in the ring's next (128-byte) SQE; false if the ring is full.
 bool prep_fuse_cmd(io_uring* ring, int fuse_fd, uint32_t cmd_op, uint16_t qid, uint64_t commit_id,
-                   const iovec* buffers) {
+                   const iovec* buffers, void* user_data) {
   io_uring_sqe* sqe = io_uring_get_sqe(ring);
   if (!sqe) return false;
   std::memset(static_cast<void*>(sqe), 0, 2 * sizeof(io_uring_sqe));
+  io_uring_sqe_set_data(sqe, user_data);
   sqe->opcode = IORING_OP_URING_CMD;
   sqe->fd = fuse_fd;
   sqe->cmd_op = cmd_op;
@@ -69,29 +73,49 @@ bool prep_fuse_cmd(io_uring* ring, int fuse_fd, uint32_t cmd_op, uint16_t qid, u
 
 // Checked at each wait so that stop() ends an idle thread.
 constexpr long kWaitSliceNs = 200'000'000;
+// The user_data of the eventfd read that says parked replies are ready.
+constexpr uint64_t kWakeTag = 1;
+// Entries a thread may hold while their requests are parked (it takes a new
+// one to keep serving): beyond this it serves with what it has.
+constexpr size_t kMaxEntriesPerThread = 64;
 
 // The entry whose request this thread is answering (a FuseUring::Entry).
 thread_local void* t_entry = nullptr;
 
 }  // namespace
 
-// One ring entry and the thread that serves it. `unique` is the request in
-// it (0: none); `replied` flips when its reply was copied in.
+// One ring entry: its buffers (shared with the kernel while it fetches) and
+// the request in it. State: fetching (the kernel holds it), processing (its
+// thread is in libfuse), parked (libfuse returned without a reply: another
+// thread answers later), replied (the reply is in the buffers, to commit).
 struct FuseUring::Entry {
-  unsigned qid = 0;
-  io_uring ring{};
-  bool ring_ok = false;
-  void* header = nullptr;   // kUringHeaderSize, shared with the kernel
-  void* payload = nullptr;  // opt_.payload_size, shared with the kernel
+  enum State : int { fetching, processing, parked, replied };
+  Worker* owner = nullptr;
+  void* header = nullptr;   // kUringHeaderSize
+  void* payload = nullptr;  // payload_size
   size_t payload_size = 0;
   iovec iov[2]{};
+  bool ever_fetched = false;  // owner thread only
+  bool dead = false;          // owner thread only: the kernel ended it
   std::atomic<uint64_t> unique{0};
-  std::atomic<uint32_t> replied{0};
+  std::atomic<int> state{fetching};
   std::vector<char> request;  // the rebuilt request handed to libfuse
   ~Entry() {
     std::free(header);
     std::free(payload);
   }
+};
+
+// A thread, its ring and its entries, all on one queue.
+struct FuseUring::Worker {
+  unsigned qid = 0;
+  io_uring ring{};
+  int wake_fd = -1;             // eventfd: parked replies ready to commit
+  uint64_t wake_value = 0;
+  unsigned in_kernel = 0;       // entries the kernel holds (fetching); owner thread only
+  std::mutex mu;                // entries (they grow) and to_commit
+  std::vector<std::unique_ptr<Entry>> entries;
+  std::vector<Entry*> to_commit;
 };
 
 uint64_t request_unique(const void* header) { return load<uint64_t>(header, 8); }
@@ -158,14 +182,14 @@ FuseUring::FuseUring(fuse_session* se, int fuse_fd, Options o)
   const unsigned per_queue = std::max(1u, opt_.entries_per_queue);
   for (unsigned q = 0; q < queues_; ++q)
     for (unsigned i = 0; i < per_queue; ++i) {
-      auto e = std::make_unique<Entry>();
-      e->qid = q;
-      entries_.push_back(std::move(e));
+      auto w = std::make_unique<Worker>();
+      w->qid = q;
+      workers_.push_back(std::move(w));
     }
 }
 
 void FuseUring::start() {
-  for (auto& e : entries_) threads_.emplace_back([this, raw = e.get()] { run(*raw); });
+  for (auto& w : workers_) threads_.emplace_back([this, raw = w.get()] { run(*raw); });
 }
 
 FuseUring::~FuseUring() { stop(); }
@@ -179,140 +203,206 @@ void FuseUring::stop() {
 bool FuseUring::deliver(const iovec* iov, int count) {
   const uint64_t unique = reply_unique(iov, count);
   if (unique == 0) return false;  // a notification: /dev/fuse
-  auto* mine = static_cast<Entry*>(t_entry);
-  Entry* e = (mine && mine->unique.load(std::memory_order_relaxed) == unique) ? mine : nullptr;
-  if (!e) {
-    for (auto& other : entries_)
-      if (other->unique.load(std::memory_order_acquire) == unique) {
-        e = other.get();
-        break;
-      }
-    if (!e) return false;  // a request read from /dev/fuse
-    replies_elsewhere_.fetch_add(1, std::memory_order_relaxed);
+  // The usual case: the thread answering the request it is processing.
+  if (auto* mine = static_cast<Entry*>(t_entry); mine && mine->unique.load(std::memory_order_relaxed) == unique) {
+    fill_reply(iov, count, mine->header, mine->payload, mine->payload_size);
+    mine->state.store(Entry::replied, std::memory_order_release);
+    return true;
   }
-  fill_reply(iov, count, e->header, e->payload, e->payload_size);
-  e->replied.store(1, std::memory_order_release);
-  if (e != mine) e->replied.notify_one();
+  for (auto& w : workers_) {
+    std::unique_lock lk(w->mu);
+    for (auto& e : w->entries) {
+      if (e->unique.load(std::memory_order_acquire) != unique) continue;
+      fill_reply(iov, count, e->header, e->payload, e->payload_size);
+      replies_elsewhere_.fetch_add(1, std::memory_order_relaxed);
+      // Still in libfuse on its own thread: that thread commits it. Parked:
+      // its thread is serving others; tell it to commit this one.
+      if (e->state.exchange(Entry::replied, std::memory_order_acq_rel) == Entry::parked) {
+        w->to_commit.push_back(e.get());
+        lk.unlock();
+        const uint64_t one = 1;
+        (void)!::write(w->wake_fd, &one, sizeof one);
+      }
+      return true;
+    }
+  }
+  return false;  // a request read from /dev/fuse
+}
+
+// A new entry of `w`, registered with its queue: the kernel keeps the SQE
+// and completes it when it puts a request in the buffers.
+FuseUring::Entry* FuseUring::add_entry(Worker& w) {
+  auto e = std::make_unique<Entry>();
+  e->owner = &w;
+  e->payload_size = opt_.payload_size;
+  e->header = std::aligned_alloc(4096, 4096);
+  e->payload = std::aligned_alloc(4096, (e->payload_size + 4095) / 4096 * 4096);
+  if (!e->header || !e->payload) return nullptr;
+  e->iov[0] = {e->header, kUringHeaderSize};
+  e->iov[1] = {e->payload, e->payload_size};
+  Entry* raw = e.get();
+  if (!prep_fuse_cmd(&w.ring, fuse_fd_, kCmdRegister, static_cast<uint16_t>(w.qid), 0, raw->iov, raw)) return nullptr;
+  {
+    std::lock_guard lk(w.mu);
+    w.entries.push_back(std::move(e));
+  }
+  ++w.in_kernel;
+  entries_.fetch_add(1, std::memory_order_relaxed);
+  return raw;
+}
+
+// Gives the entry's reply to the kernel and the entry back for a request.
+bool FuseUring::commit(Worker& w, Entry& e) {
+  const uint64_t unique = e.unique.load(std::memory_order_relaxed);
+  e.unique.store(0, std::memory_order_release);
+  e.state.store(Entry::fetching, std::memory_order_release);
+  if (!prep_fuse_cmd(&w.ring, fuse_fd_, kCmdCommitAndFetch, static_cast<uint16_t>(w.qid), unique, nullptr, &e))
+    return false;
+  ++w.in_kernel;
   return true;
 }
 
-// Registers the entry with its queue: the kernel keeps the SQE and completes
-// it when it puts a request in the buffers.
-bool FuseUring::register_entry(Entry& e) {
-  return prep_fuse_cmd(&e.ring, fuse_fd_, kCmdRegister, static_cast<uint16_t>(e.qid), 0, e.iov) &&
-         io_uring_submit(&e.ring) == 1;
+// Watches the worker's eventfd (parked replies ready to commit).
+bool FuseUring::arm_wake(Worker& w) {
+  io_uring_sqe* sqe = io_uring_get_sqe(&w.ring);
+  if (!sqe) return false;
+  std::memset(static_cast<void*>(sqe), 0, 2 * sizeof(io_uring_sqe));
+  io_uring_prep_read(sqe, w.wake_fd, &w.wake_value, sizeof w.wake_value, 0);
+  io_uring_sqe_set_data64(sqe, kWakeTag);
+  return true;
 }
 
-void FuseUring::run(Entry& e) {
-  t_entry = &e;
+// No ring of its own: make the kernel give up io_uring for the connection
+// (a REGISTER it refuses does), else it would hold requests for ever.
+void FuseUring::refuse_io_uring(unsigned qid, int err) {
+  register_failures_.fetch_add(1);
+  spdlog::warn("FUSE io_uring: cannot make a ring ({}); requests go through /dev/fuse", std::strerror(err));
+  io_uring probe{};
+  if (io_uring_queue_init(2, &probe, IORING_SETUP_SQE128) != 0) return;
+  io_uring_cqe* cqe = nullptr;
+  // No buffers: refused with EINVAL.
+  if (prep_fuse_cmd(&probe, fuse_fd_, kCmdRegister, static_cast<uint16_t>(qid), 0, nullptr, nullptr) &&
+      io_uring_submit_and_wait(&probe, 1) == 1 && io_uring_wait_cqe(&probe, &cqe) == 0)
+    io_uring_cqe_seen(&probe, cqe);
+  io_uring_queue_exit(&probe);
+}
+
+void FuseUring::run(Worker& w) {
   if (opt_.pin) {
     cpu_set_t set;
     CPU_ZERO(&set);
-    CPU_SET(e.qid, &set);
+    CPU_SET(w.qid, &set);
     (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set);  // not allowed there: unpinned
   }
-  e.payload_size = opt_.payload_size;
-  e.header = std::aligned_alloc(4096, 4096);
-  e.payload = std::aligned_alloc(4096, (e.payload_size + 4095) / 4096 * 4096);
-  int rc = (e.header && e.payload) ? io_uring_queue_init(4, &e.ring, IORING_SETUP_SQE128) : -ENOMEM;
+  w.wake_fd = ::eventfd(0, EFD_CLOEXEC);
+  // Room for a commit per entry the thread may hold, the wake read, a register.
+  int rc = w.wake_fd < 0 ? -errno : io_uring_queue_init(kMaxEntriesPerThread + 4, &w.ring, IORING_SETUP_SQE128);
   if (rc < 0) {
-    // No ring of its own: make the kernel give up io_uring for the connection
-    // (a REGISTER it refuses does), else it would hold requests for ever.
-    first_error_.store(-rc);
-    register_failures_.fetch_add(1);
-    spdlog::warn("FUSE io_uring: cannot make a ring ({}); requests go through /dev/fuse", std::strerror(-rc));
-    io_uring probe{};
-    if (io_uring_queue_init(2, &probe, IORING_SETUP_SQE128) == 0) {
-      io_uring_cqe* cqe = nullptr;
-      // No buffers: refused with EINVAL.
-      if (prep_fuse_cmd(&probe, fuse_fd_, kCmdRegister, static_cast<uint16_t>(e.qid), 0, nullptr) &&
-          io_uring_submit_and_wait(&probe, 1) == 1 && io_uring_wait_cqe(&probe, &cqe) == 0)
-        io_uring_cqe_seen(&probe, cqe);
-      io_uring_queue_exit(&probe);
-    }
-    t_entry = nullptr;
+    refuse_io_uring(w.qid, -rc);
+    if (w.wake_fd >= 0) ::close(w.wake_fd);
     return;
   }
-  e.ring_ok = true;
-  e.iov[0] = {e.header, kUringHeaderSize};
-  e.iov[1] = {e.payload, e.payload_size};
-  serve(e);
-  io_uring_queue_exit(&e.ring);  // cancels a fetch still registered
-  t_entry = nullptr;
+  if (add_entry(w) && arm_wake(w) && io_uring_submit(&w.ring) >= 1) serve(w);
+  io_uring_queue_exit(&w.ring);  // cancels the fetches still registered
+  ::close(w.wake_fd);
 }
 
-void FuseUring::serve(Entry& e) {
-  bool registered = false;
-  if (!register_entry(e)) return;
+void FuseUring::serve(Worker& w) {
   while (!stop_.load(std::memory_order_acquire)) {
     io_uring_cqe* cqe = nullptr;
     __kernel_timespec slice{0, kWaitSliceNs};
-    const int wrc = io_uring_wait_cqe_timeout(&e.ring, &cqe, &slice);
+    const int wrc = io_uring_wait_cqe_timeout(&w.ring, &cqe, &slice);
     if (wrc == -ETIME || wrc == -EINTR) continue;
     if (wrc < 0) {
-      spdlog::warn("FUSE io_uring queue {}: waiting for a request: {}", e.qid, std::strerror(-wrc));
+      spdlog::warn("FUSE io_uring queue {}: waiting for a request: {}", w.qid, std::strerror(-wrc));
       return;
     }
     const int res = cqe->res;
-    io_uring_cqe_seen(&e.ring, cqe);
-    if (res == -EAGAIN && !registered) {  // INIT not processed yet: try again shortly
+    const uint64_t tag = io_uring_cqe_get_data64(cqe);
+    io_uring_cqe_seen(&w.ring, cqe);
+    if (tag == kWakeTag) {  // replies to parked requests came in
+      std::vector<Entry*> ready;
+      {
+        std::lock_guard lk(w.mu);
+        ready.swap(w.to_commit);
+      }
+      for (Entry* e : ready)
+        if (!commit(w, *e)) return;
+      if (!arm_wake(w) || io_uring_submit(&w.ring) < 0) return;
+      continue;
+    }
+    Entry& e = *reinterpret_cast<Entry*>(tag);
+    --w.in_kernel;
+    if (res == -EAGAIN && !e.ever_fetched) {  // INIT not processed yet: try again shortly
       ::usleep(1000);
-      if (!register_entry(e)) return;
+      if (!prep_fuse_cmd(&w.ring, fuse_fd_, kCmdRegister, static_cast<uint16_t>(w.qid), 0, e.iov, &e) ||
+          io_uring_submit(&w.ring) != 1)
+        return;
+      ++w.in_kernel;
       continue;
     }
     if (res < 0) {
-      // ENOTCONN and ECONNABORTED: the connection ended (unmount). Anything
-      // else at registration: the kernel gave up io_uring for it.
-      if (!registered) {
+      // ENOTCONN, ECONNABORTED: the connection ended (unmount). At a first
+      // registration, anything else: the kernel gave up io_uring for it.
+      e.dead = true;
+      if (!e.ever_fetched && res != -ENOTCONN && res != -ECONNABORTED) {
         register_failures_.fetch_add(1);
-        int expected = 0;
-        first_error_.compare_exchange_strong(expected, -res);
         spdlog::warn("FUSE io_uring queue {}: the kernel refused an entry ({}); requests go through /dev/fuse",
-                     e.qid, std::strerror(-res));
+                     w.qid, std::strerror(-res));
       }
-      return;
+      if (w.in_kernel == 0) return;
+      continue;
     }
-    if (!registered) {
-      registered = true;
-      entries_used_.fetch_add(1);
-    }
-    // A request is in the buffers.
-    const uint64_t unique = request_unique(e.header);
-    e.replied.store(0, std::memory_order_relaxed);
-    e.unique.store(unique, std::memory_order_release);
-    requests_.fetch_add(1, std::memory_order_relaxed);
-    Status s = rebuild_request(e.header, e.payload, e.payload_size, e.request);
-    if (s) {
-      fuse_buf buf{};
-      buf.mem = e.request.data();
-      buf.size = e.request.size();
-      fuse_session_process_buf(se_, &buf);
-      // Parked until its dataset's scan ends: answered from another thread.
-      while (!e.replied.load(std::memory_order_acquire)) e.replied.wait(0, std::memory_order_acquire);
-    } else {
-      spdlog::error("{}", s.message());
-      char oh[kOutHeaderSize];  // struct fuse_out_header: len, error, unique
-      store<uint32_t>(oh, 0, kOutHeaderSize);
-      store<int32_t>(oh, 4, -EIO);
-      store<uint64_t>(oh, 8, unique);
-      iovec iov{oh, sizeof oh};
-      fill_reply(&iov, 1, e.header, e.payload, e.payload_size);
-    }
-    e.unique.store(0, std::memory_order_release);
-    if (!prep_fuse_cmd(&e.ring, fuse_fd_, kCmdCommitAndFetch, static_cast<uint16_t>(e.qid), unique, nullptr) ||
-        io_uring_submit(&e.ring) != 1) {
-      spdlog::warn("FUSE io_uring queue {}: cannot commit a reply", e.qid);
-      return;
+    e.ever_fetched = true;
+    if (handle(w, e) == Entry::replied) {
+      if (!commit(w, e) || io_uring_submit(&w.ring) != 1) return;
+    } else if (w.in_kernel == 0 && w.entries.size() < kMaxEntriesPerThread) {
+      // Parked, and this thread has no other entry to take a request: one
+      // more, so that its CPU's queue keeps being served.
+      if (!add_entry(w) || io_uring_submit(&w.ring) != 1) return;
     }
   }
+}
+
+// Hands the request in `e` to libfuse; returns whether it was answered
+// (replied) or will be by another thread (parked).
+int FuseUring::handle(Worker& w, Entry& e) {
+  const uint64_t unique = request_unique(e.header);
+  e.state.store(Entry::processing, std::memory_order_relaxed);
+  e.unique.store(unique, std::memory_order_release);
+  requests_.fetch_add(1, std::memory_order_relaxed);
+  Status s = rebuild_request(e.header, e.payload, e.payload_size, e.request);
+  if (!s) {
+    spdlog::error("FUSE io_uring queue {}: {}", w.qid, s.message());
+    char oh[kOutHeaderSize];  // struct fuse_out_header: len, error, unique
+    store<uint32_t>(oh, 0, kOutHeaderSize);
+    store<int32_t>(oh, 4, -EIO);
+    store<uint64_t>(oh, 8, unique);
+    iovec iov{oh, sizeof oh};
+    fill_reply(&iov, 1, e.header, e.payload, e.payload_size);
+    return Entry::replied;
+  }
+  fuse_buf buf{};
+  buf.mem = e.request.data();
+  buf.size = e.request.size();
+  t_entry = &e;
+  fuse_session_process_buf(se_, &buf);
+  t_entry = nullptr;
+  int expected = Entry::processing;
+  if (e.state.compare_exchange_strong(expected, Entry::parked, std::memory_order_acq_rel)) {
+    parked_.fetch_add(1, std::memory_order_relaxed);
+    return Entry::parked;
+  }
+  return Entry::replied;
 }
 
 nlohmann::json FuseUring::stats() const {
   return {{"queues", queues_},
-          {"entries", entries_.size()},
-          {"entries_used", entries_used_.load()},
+          {"threads", workers_.size()},
+          {"entries", entries_.load()},
           {"register_failures", register_failures_.load()},
           {"requests", requests_.load()},
+          {"parked", parked_.load()},
           {"replies_from_other_threads", replies_elsewhere_.load()}};
 }
 

@@ -23,7 +23,9 @@
 // (the kernel's choice), so the classic loop keeps running beside.
 //
 // A reply may come from another thread (a request parked while its dataset
-// scans is answered when the scan ends): the entry's thread waits for it.
+// scans is answered when the scan ends). The entry's thread does not wait for
+// it: it registers another entry and serves on; the replying thread hands the
+// parked entry back to it (an eventfd in its ring) to commit.
 //
 // Thread safety: deliver() may be called from any thread.
 #pragma once
@@ -90,7 +92,7 @@ Status probe_uring();
 class FuseUring {
  public:
   struct Options {
-    unsigned entries_per_queue = 8;  // threads, each with one entry, per CPU queue
+    unsigned entries_per_queue = 8;  // threads per CPU queue, each with one entry (more while requests park)
     size_t payload_size = (1u << 20) + 4096;  // >= the kernel's max_payload (max_write, max_pages)
     bool pin = true;                 // pin each queue's threads to its CPU
   };
@@ -117,22 +119,27 @@ class FuseUring {
 
  private:
   struct Entry;
-  void run(Entry& e);
-  bool register_entry(Entry& e);
-  void serve(Entry& e);
+  struct Worker;
+  void run(Worker& w);
+  void serve(Worker& w);
+  int handle(Worker& w, Entry& e);
+  Entry* add_entry(Worker& w);
+  bool commit(Worker& w, Entry& e);
+  bool arm_wake(Worker& w);
+  void refuse_io_uring(unsigned qid, int err);
 
   fuse_session* se_;
   int fuse_fd_;
   Options opt_;
   unsigned queues_;
-  std::vector<std::unique_ptr<Entry>> entries_;
+  std::vector<std::unique_ptr<Worker>> workers_;  // entries_per_queue per queue
   std::vector<std::thread> threads_;
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> entries_{0};
   std::atomic<uint64_t> requests_{0};
+  std::atomic<uint64_t> parked_{0};             // requests answered later by another thread
   std::atomic<uint64_t> replies_elsewhere_{0};  // replies written by another thread
-  std::atomic<uint64_t> entries_used_{0};  // entries that took at least one request
   std::atomic<uint64_t> register_failures_{0};
-  std::atomic<int> first_error_{0};
 };
 
 }  // namespace dlfs::fs

@@ -1,17 +1,19 @@
 #include "fs/mountpoint_check.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <spawn.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <future>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -132,17 +134,38 @@ MountVerdict judge_mountpoint(const std::string& path, const std::optional<Mount
 }
 
 MountProbe probe_mount(const std::string& path, std::chrono::milliseconds timeout) {
-  // On a thread, so that a mount which never answers (its daemon stopped)
-  // costs `timeout`, not a hang; the thread outlives this call then, holding
-  // only its own copy of the path and the shared promise.
-  auto result = std::make_shared<std::promise<int>>();
-  std::future<int> answered = result->get_future();
-  std::thread([result, path] {
+  // In a child process, so that a mount which never answers (its daemon
+  // stopped) costs `timeout`, not a hang. Not a thread: with FUSE over
+  // io_uring the kernel hands the request to the daemon's ring at once, and
+  // a request handed over waits uninterruptibly for its answer; a thread
+  // stuck so would keep this process from exiting. The child is killed at
+  // the timeout (it dies once the request ends) and reaped by init.
+  const pid_t child = ::fork();
+  if (child == 0) {
+    // Hold none of the parent's descriptors: a caller reading its output
+    // (a shell's $(...)) would otherwise wait for this child too.
+    const int null_fd = ::open("/dev/null", O_RDWR);
+    if (null_fd >= 0) {
+      ::dup2(null_fd, 0);
+      ::dup2(null_fd, 1);
+      ::dup2(null_fd, 2);
+    }
+    ::close_range(3, ~0u, 0);
     struct statfs sf {};
-    result->set_value(::statfs(path.c_str(), &sf) == 0 ? 0 : errno);
-  }).detach();
-  if (answered.wait_for(timeout) != std::future_status::ready) return {MountProbe::Answer::no_answer, 0};
-  const int err = answered.get();
+    ::_exit(::statfs(path.c_str(), &sf) == 0 ? 0 : (errno & 0xff));
+  }
+  if (child < 0) return {MountProbe::Answer::error, errno};
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  pid_t done = 0;
+  while ((done = ::waitpid(child, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (done == 0) {
+    ::kill(child, SIGKILL);
+    return {MountProbe::Answer::no_answer, 0};
+  }
+  if (done < 0 || !WIFEXITED(status)) return {MountProbe::Answer::error, EIO};
+  const int err = WEXITSTATUS(status);
   if (err == 0) return {MountProbe::Answer::answers, 0};
   if (err == ENOTCONN) return {MountProbe::Answer::not_connected, err};
   return {MountProbe::Answer::error, err};

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# FUSE over io_uring (fs/fuse_uring.h) through a real mount:
+#  - with the fuse module's enable_uring off, `--fuse-uring auto` serves
+#    through /dev/fuse (the kernel offers nothing); `on` turns it on and
+#    every request then comes through the queues;
+#  - readers that arrive while the dataset scans (more of them than the
+#    queues' threads) are parked, answered later from another thread, and
+#    the queues grow an entry instead of stalling: stats answer at once;
+#  - raw files read with Python's open() from two processes, and an epoch
+#    view, have the backend's bytes, the same as through /dev/fuse.
+# The module parameter is put back as it was.
+source "$(dirname "$0")/lib.sh"
+require_fuse
+PARAM=/sys/module/fuse/parameters/enable_uring
+[ -e "$PARAM" ] || skip "this kernel has no FUSE over io_uring ($PARAM missing)"
+ORIG=$(cat "$PARAM")
+CLEANUP_HOOKS+=("echo $ORIG >$PARAM")
+echo N >"$PARAM" || skip "cannot set $PARAM"
+CHECK="$(dirname "$0")/check_fuse_uring.py"
+uring() { stat_field "$1" "s['fuse']['uring']['$2']"; }
+queues() { stat_field "$1" "s['fuse']['uring']['queues']['$2']"; }
+now_ms() { date +%s%3N; }
+
+"$PYTHON" "$GEN_DATASET" files "$WORK/data" --count 500 --size 3K --dirs 5 --seed 35 >/dev/null
+
+# Off in the kernel: auto does not use it, and it serves.
+start_daemon "$WORK/mnt-auto" "$WORK/dlfsd-auto.log" --backend "$WORK/data" --name ds --seed 35
+wait_loaded "$WORK/mnt-auto"
+[ "$(uring "$WORK/mnt-auto" in_use)" = False ] || fail "auto used io_uring though $PARAM was N"
+"$PYTHON" "$CHECK" --mnt "$WORK/mnt-auto" --backend "$WORK/data" --epoch 0 | tee "$WORK/auto.txt"
+stop_daemon "$DAEMON_PID" "$WORK/mnt-auto"
+[ "$(cat "$PARAM")" = N ] || fail "auto changed $PARAM"
+
+# On, with a scan held back 3 s and 2 threads per queue.
+DLFS_TEST_ONLY_SCAN_DELAY_MS=3000 START_WAIT_READY=0 \
+  start_daemon "$WORK/mnt" "$WORK/dlfsd.log" --backend "$WORK/data" --name ds --seed 35 --fuse-uring on --fuse-threads 2
+[ "$(cat "$PARAM")" = Y ] || fail "--fuse-uring on did not turn $PARAM on"
+[ "$(uring "$WORK/mnt" in_use)" = True ] || { cat "$WORK/dlfsd.log" >&2; fail "--fuse-uring on: not in use"; }
+threads=$(queues "$WORK/mnt" threads)
+mapfile -t files < <(cd "$WORK/data" && find . -type f | LC_ALL=C sort | sed -n "1,$((threads * 2 + 4))p")
+readers=()
+for f in "${files[@]}"; do
+  cat "$WORK/mnt/ds/raw/$f" >"$WORK/read-$(echo "$f" | tr / _)" &
+  readers+=($!)
+done
+# The kernel sends one LOOKUP for readers of one name (the others wait for
+# it): names of their own in the dataset's root park a request each.
+missing=()
+for i in $(seq 1 $((threads * 2 + 4))); do
+  stat "$WORK/mnt/ds/missing-$i" >/dev/null 2>&1 &
+  missing+=($!)
+done
+sleep 0.5
+t1=$(now_ms)
+timeout 5 cat "$WORK/mnt/.dlfs/stats" >"$WORK/stats-while-parked.json" || fail "stats did not answer while readers were parked"
+[ $(( $(now_ms) - t1 )) -lt 2000 ] || fail "stats took $(( $(now_ms) - t1 )) ms while ${#readers[@]} readers were parked"
+grep -q '"state": "scanning"' "$WORK/stats-while-parked.json" || fail "the scan ended before the readers parked"
+for p in "${readers[@]}"; do wait "$p" || fail "a parked reader failed"; done
+for p in "${missing[@]}"; do ! wait "$p" || fail "a stat of a missing name succeeded"; done
+for f in "${files[@]}"; do
+  cmp -s "$WORK/data/$f" "$WORK/read-$(echo "$f" | tr / _)" || fail "parked reader of $f got other bytes"
+done
+parked=$(queues "$WORK/mnt" parked)
+elsewhere=$(queues "$WORK/mnt" replies_from_other_threads)
+entries=$(queues "$WORK/mnt" entries)
+[ "$parked" -gt "$threads" ] || fail "only $parked requests parked ($threads threads, ${#missing[@]} names looked up)"
+[ "$elsewhere" -ge "$parked" ] || fail "$parked requests parked but $elsewhere replies came from another thread"
+[ "$entries" -gt "$threads" ] || fail "the queues kept $entries entries for $threads threads while requests parked"
+[ "$(queues "$WORK/mnt" register_failures)" = 0 ] || fail "the kernel refused entries: $(cat "$WORK/dlfsd.log")"
+log "${#readers[@]} readers and ${#missing[@]} lookups during the scan on $threads threads: $parked parked, $elsewhere replies from other threads, $entries entries"
+
+wait_loaded "$WORK/mnt"
+before=$(queues "$WORK/mnt" requests)
+"$PYTHON" "$CHECK" --mnt "$WORK/mnt" --backend "$WORK/data" --epoch 0 | tee "$WORK/on.txt"
+after=$(queues "$WORK/mnt" requests)
+# Every open() sends its isatty() ioctl, twice over the files (two passes).
+[ $((after - before)) -ge 1000 ] || fail "only $((after - before)) requests came through the queues for 1000 opens"
+stop_daemon "$DAEMON_PID" "$WORK/mnt"
+
+[ "$(grep '^view' "$WORK/auto.txt")" = "$(grep '^view' "$WORK/on.txt")" ] ||
+  fail "epoch 0's view differs between /dev/fuse and io_uring"
+log "ok"
