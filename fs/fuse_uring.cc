@@ -78,6 +78,14 @@ constexpr uint64_t kWakeTag = 1;
 // Entries a thread may hold while their requests are parked (it takes a new
 // one to keep serving): beyond this it serves with what it has.
 constexpr size_t kMaxEntriesPerThread = 64;
+// Entries each thread keeps registered with the kernel (waiting for a
+// request). The kernel hands a queued request to an entry only when some
+// entry of that queue commits, not when one registers: if every entry of a
+// queue is taken by requests that park, a request arriving then waits until
+// a parked one is answered (the end of the scan). A spare entry per thread,
+// replaced as soon as one parks, keeps that to bursts of parked requests
+// larger than the queue's spares.
+constexpr unsigned kEntriesInKernel = 2;
 
 // The entry whose request this thread is answering (a FuseUring::Entry).
 thread_local void* t_entry = nullptr;
@@ -90,13 +98,11 @@ thread_local void* t_entry = nullptr;
 // thread answers later), replied (the reply is in the buffers, to commit).
 struct FuseUring::Entry {
   enum State : int { fetching, processing, parked, replied };
-  Worker* owner = nullptr;
   void* header = nullptr;   // kUringHeaderSize
   void* payload = nullptr;  // payload_size
   size_t payload_size = 0;
   iovec iov[2]{};
-  bool ever_fetched = false;  // owner thread only
-  bool dead = false;          // owner thread only: the kernel ended it
+  bool ever_fetched = false;  // its thread only
   std::atomic<uint64_t> unique{0};
   std::atomic<int> state{fetching};
   std::vector<char> request;  // the rebuilt request handed to libfuse
@@ -110,7 +116,7 @@ struct FuseUring::Entry {
 struct FuseUring::Worker {
   unsigned qid = 0;
   io_uring ring{};
-  int wake_fd = -1;             // eventfd: parked replies ready to commit
+  int wake_fd = -1;             // eventfd: parked replies ready to commit (-1 once the thread ended; under mu)
   uint64_t wake_value = 0;
   unsigned in_kernel = 0;       // entries the kernel holds (fetching); owner thread only
   std::mutex mu;                // entries (they grow) and to_commit
@@ -217,11 +223,10 @@ bool FuseUring::deliver(const iovec* iov, int count) {
       replies_elsewhere_.fetch_add(1, std::memory_order_relaxed);
       // Still in libfuse on its own thread: that thread commits it. Parked:
       // its thread is serving others; tell it to commit this one.
-      if (e->state.exchange(Entry::replied, std::memory_order_acq_rel) == Entry::parked) {
+      if (e->state.exchange(Entry::replied, std::memory_order_acq_rel) == Entry::parked && w->wake_fd >= 0) {
         w->to_commit.push_back(e.get());
-        lk.unlock();
         const uint64_t one = 1;
-        (void)!::write(w->wake_fd, &one, sizeof one);
+        (void)!::write(w->wake_fd, &one, sizeof one);  // under mu: the thread closes it under mu
       }
       return true;
     }
@@ -233,7 +238,6 @@ bool FuseUring::deliver(const iovec* iov, int count) {
 // and completes it when it puts a request in the buffers.
 FuseUring::Entry* FuseUring::add_entry(Worker& w) {
   auto e = std::make_unique<Entry>();
-  e->owner = &w;
   e->payload_size = opt_.payload_size;
   e->header = std::aligned_alloc(4096, 4096);
   e->payload = std::aligned_alloc(4096, (e->payload_size + 4095) / 4096 * 4096);
@@ -302,9 +306,13 @@ void FuseUring::run(Worker& w) {
     if (w.wake_fd >= 0) ::close(w.wake_fd);
     return;
   }
-  if (add_entry(w) && arm_wake(w) && io_uring_submit(&w.ring) >= 1) serve(w);
+  bool ready = arm_wake(w);
+  for (unsigned i = 0; ready && i < kEntriesInKernel; ++i) ready = add_entry(w) != nullptr;
+  if (ready && io_uring_submit(&w.ring) >= 1) serve(w);
   io_uring_queue_exit(&w.ring);  // cancels the fetches still registered
+  std::lock_guard lk(w.mu);      // a late reply to a parked request finds no thread to wake
   ::close(w.wake_fd);
+  w.wake_fd = -1;
 }
 
 void FuseUring::serve(Worker& w) {
@@ -344,7 +352,6 @@ void FuseUring::serve(Worker& w) {
     if (res < 0) {
       // ENOTCONN, ECONNABORTED: the connection ended (unmount). At a first
       // registration, anything else: the kernel gave up io_uring for it.
-      e.dead = true;
       if (!e.ever_fetched && res != -ENOTCONN && res != -ECONNABORTED) {
         register_failures_.fetch_add(1);
         spdlog::warn("FUSE io_uring queue {}: the kernel refused an entry ({}); requests go through /dev/fuse",
@@ -356,10 +363,13 @@ void FuseUring::serve(Worker& w) {
     e.ever_fetched = true;
     if (handle(w, e) == Entry::replied) {
       if (!commit(w, e) || io_uring_submit(&w.ring) != 1) return;
-    } else if (w.in_kernel == 0 && w.entries.size() < kMaxEntriesPerThread) {
-      // Parked, and this thread has no other entry to take a request: one
-      // more, so that its CPU's queue keeps being served.
-      if (!add_entry(w) || io_uring_submit(&w.ring) != 1) return;
+    } else if (w.in_kernel < kEntriesInKernel && w.entries.size() < kMaxEntriesPerThread) {
+      // Parked: one more entry in its place, so that its CPU's queue keeps
+      // being served.
+      if (!add_entry(w) || io_uring_submit(&w.ring) != 1) {
+        spdlog::warn("FUSE io_uring queue {}: cannot register one more entry; this thread stops", w.qid);
+        return;
+      }
     }
   }
 }

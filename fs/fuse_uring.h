@@ -25,7 +25,11 @@
 // A reply may come from another thread (a request parked while its dataset
 // scans is answered when the scan ends). The entry's thread does not wait for
 // it: it registers another entry and serves on; the replying thread hands the
-// parked entry back to it (an eventfd in its ring) to commit.
+// parked entry back to it (an eventfd in its ring) to commit. Each thread
+// keeps two entries registered: the kernel gives a queued request to an
+// entry only when one of the queue's entries commits, so a burst of parked
+// requests larger than a queue's registered entries leaves the next requests
+// on that CPU waiting for the scan to end (fuse_uring.cc, kEntriesInKernel).
 //
 // Thread safety: deliver() may be called from any thread.
 #pragma once
@@ -92,7 +96,7 @@ Status probe_uring();
 class FuseUring {
  public:
   struct Options {
-    unsigned entries_per_queue = 8;  // threads per CPU queue, each with one entry (more while requests park)
+    unsigned entries_per_queue = 8;  // threads per CPU queue, each with two entries (more while requests park)
     size_t payload_size = (1u << 20) + 4096;  // >= the kernel's max_payload (max_write, max_pages)
     bool pin = true;                 // pin each queue's threads to its CPU
   };
