@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -170,8 +172,31 @@ size_t fill_reply(const iovec* iov, int count, void* header, void* payload, size
   return total;
 }
 
+unsigned count_cpu_list(const std::string& list) {
+  unsigned n = 0;
+  size_t i = 0;
+  while (i < list.size()) {
+    size_t end = list.find(',', i);
+    if (end == std::string::npos) end = list.size();
+    const std::string part = list.substr(i, end - i);
+    i = end + 1;
+    if (part.empty() || part == "\n") continue;
+    unsigned a = 0, b = 0;
+    if (std::sscanf(part.c_str(), "%u-%u", &a, &b) == 2 && b >= a) n += b - a + 1;
+    else if (std::sscanf(part.c_str(), "%u", &a) == 1) n += 1;
+    else return 0;
+  }
+  return n;
+}
+
 unsigned uring_queue_count() {
-  const int n = get_nprocs_conf();  // possible CPUs, as the kernel's num_possible_cpus()
+  // The kernel makes num_possible_cpus() queues and uses the ring only once
+  // every one has an entry: the count must be exactly that.
+  std::ifstream in("/sys/devices/system/cpu/possible");
+  std::string list;
+  if (std::getline(in, list))
+    if (const unsigned n = count_cpu_list(list); n > 0) return n;
+  const int n = get_nprocs_conf();
   return n > 0 ? static_cast<unsigned>(n) : 1u;
 }
 
@@ -280,7 +305,8 @@ bool FuseUring::arm_wake(Worker& w) {
 // (a REGISTER it refuses does), else it would hold requests for ever.
 void FuseUring::refuse_io_uring(unsigned qid, int err) {
   register_failures_.fetch_add(1);
-  spdlog::warn("FUSE io_uring: cannot make a ring ({}); requests go through /dev/fuse", std::strerror(err));
+  spdlog::warn("FUSE io_uring queue {}: cannot set up its entries ({}); requests go through /dev/fuse", qid,
+               std::strerror(err));
   io_uring probe{};
   if (io_uring_queue_init(2, &probe, IORING_SETUP_SQE128) != 0) return;
   io_uring_cqe* cqe = nullptr;
@@ -299,6 +325,18 @@ void FuseUring::run(Worker& w) {
     (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set);  // not allowed there: unpinned
   }
   w.wake_fd = ::eventfd(0, EFD_CLOEXEC);
+  // TEST ONLY: DLFS_TEST_ONLY_URING_SETUP_FAIL makes queue 0's threads fail
+  // as if they could not make their rings: the queue gets no entry, so the
+  // kernel would hold every request (tests/integration/35_fuse_uring.sh: the
+  // mount must serve through /dev/fuse instead).
+  if (w.qid == 0 && std::getenv("DLFS_TEST_ONLY_URING_SETUP_FAIL")) {
+    spdlog::warn("DLFS_TEST_ONLY_URING_SETUP_FAIL: queue 0 fails its setup (a test hook)");
+    refuse_io_uring(w.qid, ENOMEM);
+    ::close(w.wake_fd);
+    std::lock_guard lk(w.mu);
+    w.wake_fd = -1;
+    return;
+  }
   // Room for a commit per entry the thread may hold, the wake read, a register.
   int rc = w.wake_fd < 0 ? -errno : io_uring_queue_init(kMaxEntriesPerThread + 4, &w.ring, IORING_SETUP_SQE128);
   if (rc < 0) {
@@ -308,7 +346,10 @@ void FuseUring::run(Worker& w) {
   }
   bool ready = arm_wake(w);
   for (unsigned i = 0; ready && i < kEntriesInKernel; ++i) ready = add_entry(w) != nullptr;
-  if (ready && io_uring_submit(&w.ring) >= 1) serve(w);
+  if (ready && io_uring_submit(&w.ring) >= 1)
+    serve(w);
+  else  // no entry of this queue reached the kernel, which would wait for one for ever
+    refuse_io_uring(w.qid, ENOMEM);
   io_uring_queue_exit(&w.ring);  // cancels the fetches still registered
   std::lock_guard lk(w.mu);      // a late reply to a parked request finds no thread to wake
   ::close(w.wake_fd);

@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -85,8 +86,11 @@ size_t fill_reply(const iovec* iov, int count, void* header, void* payload, size
 uint64_t request_unique(const void* header);
 uint64_t reply_unique(const iovec* iov, int count);
 
-// The kernel's queue count: one per possible CPU.
+// The kernel's queue count: one per possible CPU
+// (/sys/devices/system/cpu/possible).
 unsigned uring_queue_count();
+// CPUs in a kernel CPU list such as "0-3,8,10-11" (0 if it does not parse).
+unsigned count_cpu_list(const std::string& list);
 
 // Whether this process can make an io_uring with 128-byte SQEs (io_uring may
 // be disabled by sysctl or seccomp): asked before the INIT reply asks the

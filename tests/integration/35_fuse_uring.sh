@@ -7,7 +7,9 @@
 #    from another thread, and the queues grow an entry for each instead of
 #    stalling: stats answer at once;
 #  - raw files read with Python's open() from two processes, and an epoch
-#    view, have the backend's bytes, the same as through /dev/fuse.
+#    view, have the backend's bytes, the same as through /dev/fuse;
+#  - a queue that cannot set up its entries (test hook) leaves the mount
+#    serving through /dev/fuse, not holding every request.
 # The module parameter is put back as it was.
 source "$(dirname "$0")/lib.sh"
 require_fuse
@@ -80,6 +82,19 @@ after=$(queues "$WORK/mnt" requests)
 # Every open() sends its isatty() ioctl, twice over the files (two passes).
 [ $((after - before)) -ge 1000 ] || fail "only $((after - before)) requests came through the queues for 1000 opens"
 stop_daemon "$DAEMON_PID" "$WORK/mnt"
+
+# A queue whose threads cannot set up their entries makes the kernel give
+# io_uring up (the ring would never be ready): the mount serves through
+# /dev/fuse instead of holding every request.
+DLFS_TEST_ONLY_URING_SETUP_FAIL=1 start_daemon "$WORK/mnt-fail" "$WORK/dlfsd-fail.log" --backend "$WORK/data" \
+  --name ds --seed 35 --fuse-uring on
+wait_loaded "$WORK/mnt-fail"
+[ "$(queues "$WORK/mnt-fail" register_failures)" -ge 1 ] || fail "the failed queue setup was not counted"
+grep -q "requests go through /dev/fuse" "$WORK/dlfsd-fail.log" || fail "the failed queue setup was not logged"
+"$PYTHON" "$CHECK" --mnt "$WORK/mnt-fail" --backend "$WORK/data" --epoch 0 >"$WORK/fail.txt"
+[ "$(queues "$WORK/mnt-fail" requests)" = 0 ] || fail "requests came through a ring the kernel was told to give up"
+stop_daemon "$DAEMON_PID" "$WORK/mnt-fail"
+log "a queue that fails its setup: served through /dev/fuse"
 
 [ "$(grep '^view' "$WORK/auto.txt")" = "$(grep '^view' "$WORK/on.txt")" ] ||
   fail "epoch 0's view differs between /dev/fuse and io_uring"

@@ -8,6 +8,7 @@
 #include <sys/sysinfo.h>
 
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -152,7 +153,17 @@ TEST(FuseUringWire, RepliesToRequestsNoEntryHoldsGoToDevFuse) {
   EXPECT_EQ(u.stats()["requests"], 0);
 }
 
-TEST(FuseUringWire, OneQueuePerPossibleCpu) { EXPECT_EQ(uring_queue_count(), static_cast<unsigned>(get_nprocs_conf())); }
+TEST(FuseUringWire, OneQueuePerPossibleCpu) {
+  EXPECT_EQ(count_cpu_list("0-1\n"), 2u);
+  EXPECT_EQ(count_cpu_list("0"), 1u);
+  EXPECT_EQ(count_cpu_list("0-3,8,10-11"), 7u);
+  EXPECT_EQ(count_cpu_list("zero"), 0u);
+  std::ifstream in("/sys/devices/system/cpu/possible");
+  std::string list;
+  ASSERT_TRUE(std::getline(in, list));
+  EXPECT_EQ(uring_queue_count(), count_cpu_list(list));
+  EXPECT_GE(uring_queue_count(), static_cast<unsigned>(get_nprocs()));  // every online CPU is possible
+}
 
 }  // namespace
 }  // namespace dlfs::fs
