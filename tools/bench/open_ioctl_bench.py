@@ -5,6 +5,7 @@ Reads every file of TREE once (to warm caches), then times one of:
   openclose  os.open + os.close               (no request on a cached DLFS raw/ file)
   ioctl      os.open + TCGETS ioctl + close   (what open()'s isatty() costs: one FUSE round trip)
   pyopen     with open(p, "rb") as f: f.read()  (the usual user code)
+  readfile   os.open, fstat, one os.read of size+1, close (dlfs.read_file: no ioctl)
 from --procs processes (files split between them), and prints ops/s and
 microseconds per op. Compare a DLFS raw/ tree with the backend directory, or
 one dlfsd run with --fuse-uring on against one with off (docs/benchmarks.md,
@@ -33,6 +34,12 @@ def run(args):
             except OSError:
                 pass  # ENOTTY: the answer every regular file gives
             os.close(fd)
+        elif mode == "readfile":
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                os.read(fd, os.fstat(fd).st_size + 1)
+            finally:
+                os.close(fd)
         else:
             with open(p, "rb") as f:
                 f.read()
@@ -42,7 +49,7 @@ def run(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("tree")
-    ap.add_argument("mode", choices=["openclose", "ioctl", "pyopen"])
+    ap.add_argument("mode", choices=["openclose", "ioctl", "pyopen", "readfile"])
     ap.add_argument("--procs", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3, help="timed passes; the median is printed")
     a = ap.parse_args()
