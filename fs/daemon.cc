@@ -1,7 +1,5 @@
 #include "fs/daemon.h"
 
-#include <fstream>
-
 #include "fs/plan_report.h"
 
 #include <malloc.h>
@@ -165,6 +163,10 @@ bool kernel_enables_uring() {
   char c = 0;
   return in >> c && (c == 'Y' || c == 'y' || c == '1');
 }
+
+
+// Threads per io_uring queue: fuse_threads spread over the CPUs, 2 at least.
+unsigned uring_threads_per_queue(unsigned fuse_threads) { return std::max(2u, fuse_threads / uring_queue_count()); }
 }  // namespace
 
 bool Daemon::want_uring() {
@@ -187,12 +189,12 @@ bool Daemon::want_uring() {
 // the kernel holds new requests until every queue has an entry.
 void Daemon::start_uring() {
   FuseUring::Options o;
-  o.entries_per_queue = std::max(2u, config_.fuse_threads / uring_queue_count());
+  o.threads_per_queue = uring_threads_per_queue(config_.fuse_threads);
   uring_ = std::make_unique<FuseUring>(session_, fuse_session_fd(session_), o);
   fuse_context_.uring.store(uring_.get(), std::memory_order_release);
   uring_->start();
-  spdlog::info("FUSE requests go through io_uring: {} queues of {} entries", uring_queue_count(),
-               o.entries_per_queue);
+  spdlog::info("FUSE requests go through io_uring: {} queues of {} threads", uring_queue_count(),
+               o.threads_per_queue);
 }
 
 // Made before the control server starts (whose stats read it) and never
@@ -262,8 +264,8 @@ int Daemon::run() {
       fuse_context_.uring_wire.wanted = true;
       // A push waits for pages a READ may be bringing in; that READ needs a
       // free entry on its CPU's queue, so at most half of one queue pushes.
-      const unsigned per_queue = std::max(2u, config_.fuse_threads / uring_queue_count());
-      fuse_context_.push_slots = std::min(fuse_context_.push_slots, per_queue / 2);
+      fuse_context_.push_slots =
+          std::min(fuse_context_.push_slots, uring_threads_per_queue(config_.fuse_threads) / 2);
     }
   }
   startup_ = std::thread([this] { start_datasets(); });

@@ -96,11 +96,8 @@ ssize_t write_reply(int fd, iovec* iov, int count, void* userdata) {
     store32(out, kOpenOutBackingId, static_cast<uint32_t>(t_open_backing_id));
   }
   // The answer to a request taken from an io_uring entry goes back there.
-  if (FuseUring* u = c.uring.load(std::memory_order_acquire); u && u->deliver(iov, count)) {
-    size_t total = 0;
-    for (int i = 0; i < count; ++i) total += iov[i].iov_len;
-    return static_cast<ssize_t>(total);
-  }
+  if (FuseUring* u = c.uring.load(std::memory_order_acquire))
+    if (const size_t delivered = u->deliver(iov, count)) return static_cast<ssize_t>(delivered);
   return ::writev(fd, iov, count);
 }
 

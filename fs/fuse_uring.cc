@@ -210,7 +210,7 @@ Status probe_uring() {
 
 FuseUring::FuseUring(fuse_session* se, int fuse_fd, Options o)
     : se_(se), fuse_fd_(fuse_fd), opt_(o), queues_(uring_queue_count()) {
-  const unsigned per_queue = std::max(1u, opt_.entries_per_queue);
+  const unsigned per_queue = std::max(1u, opt_.threads_per_queue);
   for (unsigned q = 0; q < queues_; ++q)
     for (unsigned i = 0; i < per_queue; ++i) {
       auto w = std::make_unique<Worker>();
@@ -231,20 +231,20 @@ void FuseUring::stop() {
     if (t.joinable()) t.join();
 }
 
-bool FuseUring::deliver(const iovec* iov, int count) {
+size_t FuseUring::deliver(const iovec* iov, int count) {
   const uint64_t unique = reply_unique(iov, count);
-  if (unique == 0) return false;  // a notification: /dev/fuse
+  if (unique == 0) return 0;  // a notification: /dev/fuse
   // The usual case: the thread answering the request it is processing.
   if (auto* mine = static_cast<Entry*>(t_entry); mine && mine->unique.load(std::memory_order_relaxed) == unique) {
-    fill_reply(iov, count, mine->header, mine->payload, mine->payload_size);
+    const size_t size = fill_reply(iov, count, mine->header, mine->payload, mine->payload_size);
     mine->state.store(Entry::replied, std::memory_order_release);
-    return true;
+    return size;
   }
   for (auto& w : workers_) {
     std::unique_lock lk(w->mu);
     for (auto& e : w->entries) {
       if (e->unique.load(std::memory_order_acquire) != unique) continue;
-      fill_reply(iov, count, e->header, e->payload, e->payload_size);
+      const size_t size = fill_reply(iov, count, e->header, e->payload, e->payload_size);
       replies_elsewhere_.fetch_add(1, std::memory_order_relaxed);
       // Still in libfuse on its own thread: that thread commits it. Parked:
       // its thread is serving others; tell it to commit this one.
@@ -253,10 +253,10 @@ bool FuseUring::deliver(const iovec* iov, int count) {
         const uint64_t one = 1;
         (void)!::write(w->wake_fd, &one, sizeof one);  // under mu: the thread closes it under mu
       }
-      return true;
+      return size;
     }
   }
-  return false;  // a request read from /dev/fuse
+  return 0;  // a request read from /dev/fuse
 }
 
 // A new entry of `w`, registered with its queue: the kernel keeps the SQE
@@ -382,14 +382,6 @@ void FuseUring::serve(Worker& w) {
     }
     Entry& e = *reinterpret_cast<Entry*>(tag);
     --w.in_kernel;
-    if (res == -EAGAIN && !e.ever_fetched) {  // INIT not processed yet: try again shortly
-      ::usleep(1000);
-      if (!prep_fuse_cmd(&w.ring, fuse_fd_, kCmdRegister, static_cast<uint16_t>(w.qid), 0, e.iov, &e) ||
-          io_uring_submit(&w.ring) != 1)
-        return;
-      ++w.in_kernel;
-      continue;
-    }
     if (res < 0) {
       // ENOTCONN, ECONNABORTED: the connection ended (unmount). At a first
       // registration, anything else: the kernel gave up io_uring for it.

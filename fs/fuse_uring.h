@@ -100,7 +100,7 @@ Status probe_uring();
 class FuseUring {
  public:
   struct Options {
-    unsigned entries_per_queue = 8;  // threads per CPU queue, each with two entries (more while requests park)
+    unsigned threads_per_queue = 8;  // per CPU queue, each thread with two entries (more while requests park)
     size_t payload_size = (1u << 20) + 4096;  // >= the kernel's max_payload (max_write, max_pages)
     bool pin = true;                 // pin each queue's threads to its CPU
   };
@@ -119,9 +119,10 @@ class FuseUring {
   // kernel then ends every fetch).
   void stop();
 
-  // The reply hook: true if `iov` answers a request taken from an entry (it
-  // was copied there and will be committed); false for /dev/fuse's.
-  bool deliver(const iovec* iov, int count);
+  // The reply hook: if `iov` answers a request taken from an entry, copies
+  // it there (it will be committed) and returns its size, what writev would
+  // have; 0 for /dev/fuse's replies.
+  size_t deliver(const iovec* iov, int count);
 
   nlohmann::json stats() const;
 
@@ -140,7 +141,7 @@ class FuseUring {
   int fuse_fd_;
   Options opt_;
   unsigned queues_;
-  std::vector<std::unique_ptr<Worker>> workers_;  // entries_per_queue per queue
+  std::vector<std::unique_ptr<Worker>> workers_;  // threads_per_queue per queue
   std::vector<std::thread> threads_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> entries_{0};
