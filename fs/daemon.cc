@@ -20,7 +20,7 @@
 #include "common/units.h"
 #include "fs/control_server.h"
 #include "fs/control_verify.h"
-#include "fs/fuse_passthrough.h"
+#include "fs/fuse_wire.h"
 #include "fs/mountpoint_check.h"
 #include "fs/readahead.h"
 #include "fs/stats.h"
@@ -143,11 +143,11 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config) {
 }
 
 // Before the loop reads INIT: the session reads requests and writes replies
-// through fs/fuse_passthrough.h's hooks, which add what passthrough and FUSE
+// through fs/fuse_wire.h's hooks, which add what passthrough and FUSE
 // over io_uring need to the wire. Failing that, neither is used.
 bool Daemon::use_wire_io() {
   const int fd = fuse_session_fd(session_);
-  const fuse_custom_io io = passthrough_io();
+  const fuse_custom_io io = wire_io();
   if (int rc = fuse_session_custom_io(session_, &io, fd); rc != 0) {
     spdlog::warn("FUSE passthrough and io_uring are off: libfuse refused custom I/O ({})", std::strerror(-rc));
     return false;

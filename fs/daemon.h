@@ -61,7 +61,7 @@ class Daemon final : public ControlHandler {
   Status join_cluster(const std::vector<Dataset*>& datasets);
   // The startup thread: scans, joins, publishes (see the top of this file).
   void start_datasets();
-  // The session's custom I/O (fs/fuse_passthrough.h) for passthrough and/or
+  // The session's custom I/O (fs/fuse_wire.h) for passthrough and/or
   // FUSE over io_uring; false if libfuse refused it (neither is used then).
   bool use_wire_io();
   // Whether to ask for FUSE over io_uring (config, module parameter, a probe).

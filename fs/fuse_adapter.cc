@@ -101,7 +101,7 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) {
     conn->want |= FUSE_CAP_PARALLEL_DIROPS;
-    ask_parallel_dirops_in_init_reply();  // libfuse 3.14 leaves it out of the reply (fs/fuse_passthrough.h)
+    ask_parallel_dirops_in_init_reply();  // libfuse 3.14 leaves it out of the reply (fs/fuse_wire.h)
   }
   // The data never changes: no need to invalidate on mtime changes.
   conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;

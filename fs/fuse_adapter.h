@@ -7,6 +7,7 @@
 
 #include "fs/fuse_counters.h"
 #include "fs/fuse_passthrough.h"
+#include "fs/fuse_wire.h"
 #include "fs/fuse_uring.h"
 #include "fs/namespace.h"
 #include "fs/view_drop_behind.h"

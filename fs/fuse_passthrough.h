@@ -9,18 +9,9 @@
 // that file's reads and mmaps from the backing file itself, as if the reader
 // had opened the backend.
 //
-// libfuse 3.14 (Debian 12) predates passthrough (3.16): it can neither ask for
-// it in the INIT reply nor put a backing id in an OPEN reply. It does let the
-// daemon supply the functions that read requests and write replies
-// (fuse_session_custom_io), so this module does those two replies' extra
-// fields on the wire, nothing else:
-//   * INIT: when the kernel offers FUSE_PASSTHROUGH (seen in the request) and
-//     the daemon asked for it in op_init, the reply gets the flag and a stack
-//     depth of 1 (backing files may not be on another passthrough mount);
-//   * OPEN: a reply sent through reply_open_passthrough() gets
-//     FOPEN_PASSTHROUGH and its backing id. Replies are written on the thread
-//     that calls fuse_reply_*, so a thread-local says which reply to patch.
-// Everything else passes through read(2)/writev(2) untouched.
+// libfuse 3.14 (Debian 12) predates passthrough (3.16): the INIT and OPEN
+// replies' extra fields are written on the wire by fs/fuse_wire.h. This module
+// keeps the backing files.
 //
 // Backing ids: FUSE_DEV_IOC_BACKING_OPEN registers an open backend fd with the
 // connection (root only) and returns an id for OPEN replies. The kernel wants
@@ -30,10 +21,8 @@
 // that rule per inode: live passthrough opens share one id, closed when the
 // last of them is released; an inode with ordinary opens gets ordinary ones.
 //
-// Thread safety: the wire functions are reentrant; BackingFiles locks.
+// Thread safety: BackingFiles and PrefetchedFiles lock.
 #pragma once
-
-#include <sys/uio.h>
 
 #include <atomic>
 #include <cstdint>
@@ -43,38 +32,10 @@
 #include <mutex>
 #include <unordered_map>
 
-#include <fuse_lowlevel.h>
-
 #include "common/status.h"
 #include "common/unique_fd.h"
 
 namespace dlfs::fs {
-
-// What the kernel and the daemon agreed at INIT (written by the wire hooks).
-struct PassthroughWire {
-  bool wanted = false;                     // config: use passthrough when offered
-  std::atomic<bool> offered{false};        // the INIT request offered FUSE_PASSTHROUGH
-  std::atomic<bool> negotiated{false};     // the INIT reply asked for it (the kernel then uses it)
-};
-
-// The custom I/O for fuse_session_custom_io; its userdata (the session's) must
-// be a FuseContext, whose `passthrough`, `uring_wire` and `uring` members the
-// hooks use. A reply to a request taken from an io_uring entry goes to that
-// entry (FuseUring::deliver), every other one to /dev/fuse.
-fuse_custom_io passthrough_io();
-
-// Called in op_init, on the thread that will write the INIT reply: patch it.
-void ask_passthrough_in_init_reply();
-// The same for FUSE over io_uring (fs/fuse_uring.h): the reply asks for it,
-// and once the kernel took it the context's uring_wire.on_negotiated runs.
-void ask_uring_in_init_reply();
-// And FUSE_PARALLEL_DIROPS, which libfuse 3.14 takes into `want` by default
-// but never puts in its INIT reply: without it the kernel sends one LOOKUP at
-// a time per directory (readers of one directory wait in fuse_lock_inode).
-void ask_parallel_dirops_in_init_reply();
-
-// fuse_reply_open, with FOPEN_PASSTHROUGH and `backing_id` added on the wire.
-int reply_open_passthrough(fuse_req_t req, const fuse_file_info* fi, int32_t backing_id);
 
 // How an open file of a raw file is served.
 enum class OpenMode : uint64_t {
