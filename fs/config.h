@@ -46,6 +46,9 @@ struct DaemonConfig {
   // auto (when the kernel offers it), on (also turns the fuse module's
   // enable_uring on, as root), off.
   std::string fuse_uring = "auto";
+  // Each dataset's raw/ under a read-only overlayfs, so that Python's open()
+  // costs no round trip for its isatty() (fs/raw_overlay.h): auto (as root), off.
+  std::string raw_overlay = "auto";
   // A dataset whose scan fails after the mount: false, dlfsd unmounts and
   // exits 2 (as a failure before the mount); true, it answers EIO and the
   // others stay served (one node only: a cluster always exits).

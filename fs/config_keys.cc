@@ -118,6 +118,11 @@ std::vector<ConfigKey> daemon_keys() {
           "/sys/module/fuse/parameters/enable_uring is Y), on (also sets that parameter, as root), off "
           "(fs/fuse_uring.h)")
           .choices({"auto", "on", "off"}),
+      Key(s, "raw_overlay", "--raw-overlay", Kind::choice, DAEMON(raw_overlay),
+          "Each dataset's raw/ under a read-only overlayfs mounted over it (as root), whose files answer ioctls "
+          "in the kernel: Python's open() then costs no round trip to dlfsd for its isatty(), which the kernel "
+          "forwards on every FUSE file. auto (as root), off (fs/raw_overlay.h)")
+          .choices({"auto", "off"}),
       Key(s, "view_drop_behind", "--view-drop-behind", Kind::size, DAEMON(view_drop_behind),
           "Page cache an epoch view file keeps behind a reader that reads it in order; what lies further behind "
           "is dropped as the reader moves on (a view is read once per epoch, and its bytes stay in dlfsd's "

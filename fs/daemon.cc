@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -136,6 +137,7 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config) {
   d->fuse_context_.push_slots = d->config_.fuse_threads / 2;  // one worker: it never pushes
 
   d->start_drop_behind();
+  d->raw_overlays_ = std::make_unique<RawOverlays>(d->config_.raw_overlay);
   auto control = ControlServer::start(d->config_.control_socket, *d);
   if (!control) return control.status();
   d->control_ = std::move(control).value();
@@ -297,7 +299,10 @@ int Daemon::run() {
   for (auto& slot : slots_) slot->fail(Status(ESHUTDOWN, "dlfsd is stopping"));
   for (auto& slot : slots_)
     if (Dataset* d = slot->get()) d->stop_loading();
+  // The overlays over raw/ hold the FUSE mount busy: they go first.
+  raw_overlays_->shutdown();
   fuse_session_unmount(session_);
+  raw_overlays_->join();  // a mount waiting on the FUSE mount has failed by now
   // The queues' threads end within a wait slice; none may outlive the session.
   if (uring_) uring_->stop();
   fuse_context_.uring.store(nullptr, std::memory_order_release);
@@ -359,6 +364,7 @@ void Daemon::open_datasets() {
     }
     (*ds)->start_loading();
     slots_[i]->publish(std::move(ds).value());
+    overlay_raw(i);
     spdlog::info("[{}] ready after {:.2f}s", slots_[i]->name(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
@@ -373,6 +379,7 @@ void Daemon::open_datasets() {
     for (size_t i = 0; i < slots_.size(); ++i) {
       opened[i]->start_loading();
       slots_[i]->publish(std::move(opened[i]));
+      overlay_raw(i);
     }
   }
   // The scans' temporaries (full paths of every file) are freed by now; give
@@ -380,6 +387,13 @@ void Daemon::open_datasets() {
   ::malloc_trim(0);
   spdlog::info("all {} dataset{} ready after {:.2f}s", slots_.size(), slots_.size() == 1 ? "" : "s",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+void Daemon::overlay_raw(size_t i) {
+  std::error_code ec;
+  const std::filesystem::path mnt = std::filesystem::absolute(config_.mountpoint, ec);
+  if (ec) return;  // the mount itself is there: its path resolved before
+  raw_overlays_->request((mnt / slots_[i]->name() / "raw").string());
 }
 
 void Daemon::stop_serving(int exit_code) {
@@ -475,6 +489,7 @@ nlohmann::json Daemon::snapshot(bool detailed) const {
                   {{"offered", fuse_context_.uring_wire.offered.load()},
                    {"in_use", fuse_context_.uring_wire.negotiated.load()},
                    {"queues", uring_ ? uring_->stats() : nlohmann::json(nullptr)}}},
+                 {"raw_overlay", raw_overlays_ ? raw_overlays_->stats() : nlohmann::json(nullptr)},
                  {"generated_files", namespace_ ? namespace_->generated_live() : 0},
                  {"view_drop_behind", drop_behind_json()}};
   return j;

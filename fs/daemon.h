@@ -30,6 +30,7 @@
 #include "fs/dataset_slot.h"
 #include "fs/fuse_adapter.h"
 #include "fs/namespace.h"
+#include "fs/raw_overlay.h"
 #include "transport/cluster.h"
 
 struct fuse_session;
@@ -68,6 +69,8 @@ class Daemon final : public ControlHandler {
   bool want_uring();
   void start_uring();
   void start_drop_behind();
+  // Asks for the overlay over dataset i's raw/ (fs/raw_overlay.h).
+  void overlay_raw(size_t i);
   nlohmann::json drop_behind_json() const;
   void open_datasets();
   // Stops the session loop (run() then unmounts); exit_code is run()'s.
@@ -90,6 +93,9 @@ class Daemon final : public ControlHandler {
   // Drops view pages behind their readers (fs/view_drop_behind.h): from the
   // mount until the session loop ends.
   std::unique_ptr<ViewDropBehind> drop_behind_;
+  // Each dataset's raw/ under a read-only overlay (fs/raw_overlay.h): asked for
+  // once the dataset serves, detached before the FUSE unmount.
+  std::unique_ptr<RawOverlays> raw_overlays_;
   // FUSE over io_uring's queues (fs/fuse_uring.h), once INIT agreed on it.
   std::unique_ptr<FuseUring> uring_;
   std::unique_ptr<ControlServer> control_;

@@ -38,7 +38,7 @@ stop_daemon "$DAEMON_PID" "$WORK/mnt-auto"
 # entries each CPU's queue keeps registered (2 per thread, 4 threads per
 # queue on 2 CPUs), so nothing else has to wait for the scan.
 DLFS_TEST_ONLY_SCAN_DELAY_MS=3000 START_WAIT_READY=0 \
-  start_daemon "$WORK/mnt" "$WORK/dlfsd.log" --backend "$WORK/data" --name ds --seed 35 --fuse-uring on --fuse-threads 8
+  start_daemon "$WORK/mnt" "$WORK/dlfsd.log" --backend "$WORK/data" --name ds --seed 35 --fuse-uring on --fuse-threads 8 --raw-overlay off
 [ "$(cat "$PARAM")" = Y ] || fail "--fuse-uring on did not turn $PARAM on"
 [ "$(uring "$WORK/mnt" in_use)" = True ] || { cat "$WORK/dlfsd.log" >&2; fail "--fuse-uring on: not in use"; }
 threads=$(queues "$WORK/mnt" threads)

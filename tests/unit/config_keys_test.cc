@@ -42,7 +42,7 @@ const std::map<std::string, Reader> kMembers = {
     D("daemon.log_level", log_level),            D("daemon.fuse_threads", fuse_threads),
     D("daemon.allow_other", allow_other),        D("daemon.entry_timeout_s", entry_timeout_s),
     D("daemon.attr_timeout_s", attr_timeout_s),  D("daemon.passthrough", passthrough),  D("cache.memory_budget", memory_budget),
-    D("daemon.fuse_uring", fuse_uring),
+    D("daemon.fuse_uring", fuse_uring),          D("daemon.raw_overlay", raw_overlay),
     D("daemon.serve_despite_failed_datasets", serve_despite_failed_datasets),
     D("daemon.view_drop_behind", view_drop_behind),
     D("daemon.raw_push_size", raw_push_size),

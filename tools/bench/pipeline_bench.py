@@ -68,7 +68,10 @@ printed figures are medians, ratios are computed per repetition (against `files`
 the same backend and against `files` of the local backend) and then medianed. FUSE
 requests per sample come from the dlfsd's stats ("fuse": {"requests": per-opcode
 counts}, read with the build's dlfs-ctl over the control socket, else from
-/.dlfs/stats) when it has them, else n/a.
+/.dlfs/stats) when it has them, else n/a. Each run in the JSON also says whether
+the dlfsd had raw/ under its overlay ("raw_overlay": fs/raw_overlay.h, on by default
+as root; --dlfsd-arg=--raw-overlay=off turns it off): Python's open() then sends
+no isatty() ioctl, the overlay's lookup a getxattr instead.
 
 usage: pipeline_bench.py [--build DIR] [--dlfsd-arg ARG]... [--workdir DIR] [--backends local,nfs,sshfs]
                          [--variants files,raw,views,bin] [--sizes small,large]
@@ -254,20 +257,23 @@ def run_epoch(loader):
     return n, time.perf_counter() - t0
 
 
-def fuse_counts(ctl, sock, mnt):
-    """The dlfsd's per-opcode FUSE request counts ("fuse": {"requests": {...}} in its
-    stats), or None if it has none. Read over the control socket with dlfs-ctl when
+def daemon_stats(ctl, sock, mnt):
+    """The dlfsd's stats, or None. Read over the control socket with dlfs-ctl when
     the build has it (costs no FUSE request), else from <mnt>/.dlfs/stats."""
     try:
         if ctl:
             out = subprocess.run([ctl, "--socket", sock, "--json", "stats"], check=True, capture_output=True,
                                  text=True)
-            s = json.loads(out.stdout)
-        else:
-            s = dlfs_stats(mnt)
+            return json.loads(out.stdout)
+        return dlfs_stats(mnt)
     except (OSError, ValueError, subprocess.CalledProcessError):
         return None
-    f = s.get("fuse")
+
+
+def fuse_counts(stats):
+    """The per-opcode FUSE request counts ("fuse": {"requests": {...}}) of a dlfsd's
+    stats, or None if it has none."""
+    f = (stats or {}).get("fuse")
     if not isinstance(f, dict):
         return None
     req = f.get("requests", f)
@@ -275,6 +281,13 @@ def fuse_counts(ctl, sock, mnt):
         return None
     flat = {k: v for k, v in req.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     return flat or None
+
+
+def raw_under_overlay(stats):
+    """Whether the dlfsd had its dataset's raw/ under its overlay (fs/raw_overlay.h:
+    Python's open() then sends no isatty() ioctl to it), None if its stats do not say."""
+    o = ((stats or {}).get("fuse") or {}).get("raw_overlay")
+    return bool(o.get("mounted")) if isinstance(o, dict) else None
 
 
 def per_sample(before, after, samples):
@@ -389,13 +402,14 @@ def measure(a, slot, backend, root, size, variant, rep):
     drop_caches()
     for epoch in (1, 2):
         view_epoch = 2 * rep + epoch - 1  # a view never read before in this daemon
-        before = fuse_counts(a.ctl, slot.sock, mnt) if mnt else None
+        before = fuse_counts(daemon_stats(a.ctl, slot.sock, mnt)) if mnt else None
         n, dt = run_epoch(make(view_epoch))
-        after = fuse_counts(a.ctl, slot.sock, mnt) if mnt else None
+        stats = daemon_stats(a.ctl, slot.sock, mnt) if mnt else None
+        after = fuse_counts(stats)
         if n != expect:
             sys.exit(f"pipeline_bench.py: {backend} {variant} {size.label} epoch {epoch} yielded {n} samples, "
                      f"expected {expect}")
-        out.append((epoch, n, dt, per_sample(before, after, n)))
+        out.append((epoch, n, dt, per_sample(before, after, n), raw_under_overlay(stats)))
     return out
 
 
@@ -591,9 +605,10 @@ def main():
                     for v in variants:
                         if v == "bin" and not s.fixed_rel:
                             continue
-                        for epoch, n, dt, fuse in measure(a, slot, b, roots[b], s, v, rep):
+                        for epoch, n, dt, fuse, overlay in measure(a, slot, b, roots[b], s, v, rep):
                             runs.append({"rep": rep, "size": s.key, "backend": b, "variant": v, "epoch": epoch,
-                                         "samples": n, "seconds": dt, "samples_s": n / dt, "fuse_per_sample": fuse})
+                                         "samples": n, "seconds": dt, "samples_s": n / dt, "fuse_per_sample": fuse,
+                                         "raw_overlay": overlay})
                             log(f"rep {rep} {s.label} {b} {v} epoch {epoch}: {n / dt:,.0f} samples/s")
                     slot.stop()
     finally:

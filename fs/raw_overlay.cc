@@ -1,0 +1,148 @@
+#include "fs/raw_overlay.h"
+
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+namespace dlfs::fs {
+namespace {
+
+// overlayfs splits lowerdir at ':' and the options at ','; a backslash
+// escapes either (and itself).
+std::string escaped(const std::string& path) {
+  std::string out;
+  for (char ch : path) {
+    if (ch == ':' || ch == ',' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out;
+}
+
+}  // namespace
+
+RawOverlays::RawOverlays(std::string mode) : mode_(std::move(mode)) {}
+
+RawOverlays::~RawOverlays() {
+  shutdown();
+  join();
+}
+
+std::string RawOverlays::mount_options(const std::string& raw_dir, const std::string& empty_dir) {
+  return "lowerdir=" + escaped(raw_dir) + ":" + escaped(empty_dir);
+}
+
+void RawOverlays::request(const std::string& raw_dir) {
+  if (mode_ == "off") return;
+  std::lock_guard lk(mu_);
+  if (closed_) return;
+  if (::geteuid() != 0) {
+    if (!warned_)
+      spdlog::info("raw/ stays without its overlay (raw_overlay = auto needs root): Python's open() of a raw "
+                   "file costs a round trip to dlfsd for its isatty() (docs/architecture.md, raw overlay)");
+    warned_ = true;
+    return;
+  }
+  queue_.push_back(raw_dir);
+  if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  cv_.notify_one();
+}
+
+void RawOverlays::run() {
+  std::unique_lock lk(mu_);
+  for (;;) {
+    cv_.wait(lk, [&] { return closed_ || !queue_.empty(); });
+    if (closed_) return;
+    const std::string dir = queue_.front();
+    queue_.pop_front();
+    lk.unlock();
+    Status s = mount_one(dir);  // may wait on the FUSE mount: not under the lock
+    lk.lock();
+    if (!s) {
+      ++failures_;
+      last_error_ = s.message();
+      if (!warned_) spdlog::warn("{} (raw/ is served without it; later failures only in the stats)", s.message());
+      warned_ = true;
+      continue;
+    }
+    if (closed_) {  // shut down while mounting: the overlay must not outlive the FUSE mount
+      (void)::umount2(dir.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+      return;
+    }
+    mounted_.push_back(dir);
+    spdlog::info("{}: under a read-only overlay (open() without a round trip per file)", dir);
+  }
+}
+
+Status RawOverlays::ensure_empty_dir() {
+  {
+    std::lock_guard lk(mu_);
+    if (!empty_dir_.empty()) return Status::ok();
+  }
+  std::error_code ec;
+  std::filesystem::path base = std::filesystem::temp_directory_path(ec);
+  if (ec) base = "/tmp";
+  std::string tmpl = (base / "dlfs-overlay-empty-XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr)
+    return Status::from_errno(errno, "raw overlay: cannot make its empty lower directory '" + tmpl + "'");
+  std::lock_guard lk(mu_);
+  empty_dir_ = tmpl;
+  return Status::ok();
+}
+
+Status RawOverlays::mount_one(const std::string& raw_dir) {
+  DLFS_RETURN_IF_ERROR(ensure_empty_dir());
+  std::string empty;
+  {
+    std::lock_guard lk(mu_);
+    empty = empty_dir_;
+  }
+  const std::string options = mount_options(raw_dir, empty);
+  if (::mount("dlfs-raw", raw_dir.c_str(), "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, options.c_str()) != 0) {
+    const int e = errno;
+    std::string hint;
+    if (e == ENODEV) hint = " (this kernel has no overlayfs)";
+    else if (e == EPERM) hint = " (needs CAP_SYS_ADMIN)";
+    else if (e == EINVAL) hint = " (overlayfs refused the FUSE directory as a lower layer; see dmesg)";
+    return Status::from_errno(e, "raw overlay: cannot mount overlayfs over '" + raw_dir + "'" + hint);
+  }
+  return Status::ok();
+}
+
+void RawOverlays::shutdown() {
+  std::vector<std::string> mounted;
+  std::string empty;
+  {
+    std::lock_guard lk(mu_);
+    if (closed_) return;
+    closed_ = true;
+    queue_.clear();
+    mounted.swap(mounted_);
+    empty = empty_dir_;
+  }
+  cv_.notify_all();
+  for (auto it = mounted.rbegin(); it != mounted.rend(); ++it)
+    if (::umount2(it->c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0)
+      spdlog::warn("raw overlay: cannot detach the overlay over '{}': {}", *it, std::strerror(errno));
+  // Detached overlays still hold it until their last reader closes; an
+  // empty directory removed under them is harmless (rmdir fails if not empty).
+  if (!empty.empty()) (void)::rmdir(empty.c_str());
+}
+
+void RawOverlays::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+nlohmann::json RawOverlays::stats() const {
+  std::lock_guard lk(mu_);
+  nlohmann::json j{{"mode", mode_}, {"mounted", mounted_}, {"failures", failures_}};
+  j["last_error"] = last_error_.empty() ? nlohmann::json(nullptr) : nlohmann::json(last_error_);
+  return j;
+}
+
+}  // namespace dlfs::fs

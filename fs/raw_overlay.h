@@ -1,0 +1,88 @@
+// Each dataset's raw/ under a read-only overlayfs: Python's open() without a
+// round trip to dlfsd per file.
+//
+// Why: Python before 3.14 calls isatty() in every open() with default
+// buffering, an ioctl (TCGETS). The kernel forwards every ioctl on a FUSE
+// file to the daemon, with no way to refuse them for good, so each open of a
+// cached raw file cost one round trip (31 us over /dev/fuse on the project's
+// VM) and an epoch over cached raw files ran at a third of the page cache's
+// speed (docs/benchmarks.md, "Python's open() and FUSE"). overlayfs files have
+// no ioctl handler: the kernel answers ENOTTY itself. Everything else an
+// overlay file does goes to the FUSE file below it (lookups, attributes,
+// reads from the same page cache, passthrough while loading), with the same
+// request counts, except one getxattr per file the overlay looks up (its
+// metacopy check; answered by pushing the file's pages, fuse_adapter.cc).
+//
+// The overlay is mounted over <mountpoint>/<dataset>/raw itself, so readers
+// keep their paths: its lower layers are that FUSE directory (resolved before
+// the overlay covers it) and an empty directory of its own (overlayfs wants
+// two lower layers when it has no upper one). Mounting needs root; `auto`
+// skips it otherwise and on kernels without overlayfs, saying why once.
+//
+// Ordering: a mount looks the directory up through the FUSE mount, so it must
+// not block a shutdown: mounts run on a thread of their own, and shutdown()
+// detaches every overlay (MNT_DETACH: readers holding files keep them until
+// they close) before the FUSE mount goes; a mount that finishes after that
+// is detached at once. A daemon that dies leaves its overlays on its dead
+// mount; the next dlfsd's lazy unmount of that mount takes them along.
+//
+// Thread safety: every public member may be called from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+
+namespace dlfs::fs {
+
+class RawOverlays {
+ public:
+  // `mode`: "auto" (mount where possible) or "off" (never).
+  explicit RawOverlays(std::string mode);
+  ~RawOverlays();
+  RawOverlays(const RawOverlays&) = delete;
+  RawOverlays& operator=(const RawOverlays&) = delete;
+
+  // Queues the overlay over `raw_dir` (an absolute path in the mount); it is
+  // mounted on the overlays' thread. Nothing happens when off or shut down.
+  void request(const std::string& raw_dir);
+  // No more mounts; every overlay mounted is detached. Before the FUSE unmount.
+  void shutdown();
+  // Waits for the mounting thread (a mount blocked on the FUSE mount ends
+  // with an error once that mount is gone): after the FUSE unmount.
+  void join();
+
+  // {"mode", "mounted": [dirs], "failures", "last_error"} for the stats.
+  nlohmann::json stats() const;
+
+  // The overlay mount over `raw_dir` with `empty_dir` as its second lower
+  // layer: mount(2)'s data string, with overlayfs's separators (':', ',')
+  // and backslashes in the paths escaped. Exposed for tests.
+  static std::string mount_options(const std::string& raw_dir, const std::string& empty_dir);
+
+ private:
+  void run();
+  Status mount_one(const std::string& raw_dir);
+  Status ensure_empty_dir();
+
+  const std::string mode_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> queue_;
+  std::vector<std::string> mounted_;
+  std::string empty_dir_;  // made on first use, removed at shutdown
+  uint64_t failures_ = 0;
+  std::string last_error_;
+  bool closed_ = false;
+  bool warned_ = false;
+  std::thread thread_;
+};
+
+}  // namespace dlfs::fs
