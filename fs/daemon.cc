@@ -393,7 +393,12 @@ void Daemon::overlay_raw(size_t i) {
   std::error_code ec;
   const std::filesystem::path mnt = std::filesystem::absolute(config_.mountpoint, ec);
   if (ec) return;  // the mount itself is there: its path resolved before
-  raw_overlays_->request((mnt / slots_[i]->name() / "raw").string());
+  // After the load (fs/raw_overlay.h, "When"); the slot outlives the overlays' thread.
+  DatasetSlot* slot = slots_[i].get();
+  raw_overlays_->request((mnt / slot->name() / "raw").string(), [slot] {
+    const Dataset* ds = slot->get();
+    return ds != nullptr && !ds->loading();
+  });
 }
 
 void Daemon::stop_serving(int exit_code) {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -37,7 +38,7 @@ std::string RawOverlays::mount_options(const std::string& raw_dir, const std::st
   return "lowerdir=" + escaped(raw_dir) + ":" + escaped(empty_dir);
 }
 
-void RawOverlays::request(const std::string& raw_dir) {
+void RawOverlays::request(const std::string& raw_dir, std::function<bool()> ready) {
   if (mode_ == "off") return;
   std::lock_guard lk(mu_);
   if (closed_) return;
@@ -48,7 +49,7 @@ void RawOverlays::request(const std::string& raw_dir) {
     warned_ = true;
     return;
   }
-  queue_.push_back(raw_dir);
+  queue_.push_back({raw_dir, std::move(ready)});
   if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
   cv_.notify_one();
 }
@@ -58,7 +59,13 @@ void RawOverlays::run() {
   for (;;) {
     cv_.wait(lk, [&] { return closed_ || !queue_.empty(); });
     if (closed_) return;
-    const std::string dir = queue_.front();
+    // In request order: the first one not ready holds the others (datasets
+    // load in config order).
+    if (!queue_.front().ready()) {
+      cv_.wait_for(lk, std::chrono::milliseconds(50), [&] { return closed_; });
+      continue;
+    }
+    const std::string dir = queue_.front().dir;
     queue_.pop_front();
     lk.unlock();
     Status s = mount_one(dir);  // may wait on the FUSE mount: not under the lock

@@ -13,6 +13,12 @@
 // request counts, except one getxattr per file the overlay looks up (its
 // metacopy check; answered by pushing the file's pages, fuse_adapter.cc).
 //
+// When: once the dataset is loaded. While it loads, a reader's first open of
+// a file through the overlay would cost one round trip more (the getxattr,
+// where nothing is pushed yet) on top of the LOOKUP and the passthrough OPEN
+// that reads during the load were tuned for (docs/benchmarks.md, "Reads while
+// loading"); after it, the getxattr replaces the ioctl or the READ.
+//
 // The overlay is mounted over <mountpoint>/<dataset>/raw itself, so readers
 // keep their paths: its lower layers are that FUSE directory (resolved before
 // the overlay covers it) and an empty directory of its own (overlayfs wants
@@ -31,6 +37,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -51,8 +58,9 @@ class RawOverlays {
   RawOverlays& operator=(const RawOverlays&) = delete;
 
   // Queues the overlay over `raw_dir` (an absolute path in the mount); it is
-  // mounted on the overlays' thread. Nothing happens when off or shut down.
-  void request(const std::string& raw_dir);
+  // mounted on the overlays' thread once `ready()` says so (asked every
+  // 50 ms; the dataset's load is done). Nothing happens when off or shut down.
+  void request(const std::string& raw_dir, std::function<bool()> ready = [] { return true; });
   // No more mounts; every overlay mounted is detached. Before the FUSE unmount.
   void shutdown();
   // Waits for the mounting thread (a mount blocked on the FUSE mount ends
@@ -75,7 +83,11 @@ class RawOverlays {
   const std::string mode_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::string> queue_;
+  struct Pending {
+    std::string dir;
+    std::function<bool()> ready;
+  };
+  std::deque<Pending> queue_;
   std::vector<std::string> mounted_;
   std::string empty_dir_;  // made on first use, removed at shutdown
   uint64_t failures_ = 0;

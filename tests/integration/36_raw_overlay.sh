@@ -9,6 +9,7 @@
 #    raw file open through it;
 #  - a dlfsd killed with its overlay mounted leaves a dead mount that the next
 #    dlfsd at that mountpoint clears (overlay included) and mounts afresh;
+#  - not while the dataset loads (a slowed backend): once the load is done;
 #  - --raw-overlay off mounts nothing and open() sends its ioctl again.
 source "$(dirname "$0")/lib.sh"
 require_fuse
@@ -52,6 +53,23 @@ for _ in $(seq 1 100); do [ "$(grep -c " $MNT/ds/raw overlay" /proc/mounts)" -eq
 cmp "$MNT/ds/raw/$first" "$WORK/data/$first" || fail "raw/$first differs after the restart"
 stop_daemon "$DAEMON_PID" "$MNT"
 log "killed with its overlay: the next dlfsd cleared the dead mount and mounted afresh"
+
+# Not while the dataset loads (each backend pread delayed 15 ms here): the
+# overlay comes once the load is done.
+: "${FAULTY_BACKEND:?FAULTY_BACKEND must point at the faulty_backend module}"
+DAEMON_WRAP=(env LD_PRELOAD="$FAULTY_BACKEND" DLFS_FAULT_DELAY="$WORK/data/*" DLFS_FAULT_DELAY_MS=15)
+start_daemon "$WORK/mnt-slow" "$WORK/dlfsd-slow.log" --backend "$WORK/data" --name ds --seed 36 --extent-size 64KiB \
+  --loader-threads 1
+DAEMON_WRAP=()
+state=$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["datasets"][0]["load"]["state"])' \
+  "$WORK/mnt-slow/.dlfs/stats")
+[ "$state" = loading ] || fail "the slowed load is already '$state': nothing to check"
+grep -q " $WORK/mnt-slow/ds/raw overlay" /proc/mounts && fail "the overlay was mounted while the dataset loads"
+wait_loaded "$WORK/mnt-slow"
+for _ in $(seq 1 100); do grep -q " $WORK/mnt-slow/ds/raw overlay" /proc/mounts && break; sleep 0.1; done
+grep -q " $WORK/mnt-slow/ds/raw overlay" /proc/mounts || fail "no overlay over raw/ after the load"
+stop_daemon "$DAEMON_PID" "$WORK/mnt-slow"
+log "the overlay waited for the load"
 
 start_daemon "$WORK/mnt-off" "$WORK/dlfsd-off.log" --backend "$WORK/data" --name ds --seed 36 --raw-overlay off
 wait_loaded "$WORK/mnt-off"

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -49,6 +50,32 @@ TEST(RawOverlay, AFailedMountIsCountedWithItsReason) {
       << s["last_error"];
   o.shutdown();
   o.join();
+}
+
+// A request waits for its dataset (ready()): nothing is tried before.
+TEST(RawOverlay, AMountWaitsUntilItsDatasetIsReady) {
+  if (::geteuid() != 0) GTEST_SKIP() << "only root tries to mount";
+  RawOverlays o("auto");
+  std::atomic<bool> loaded{false};
+  o.request("/nonexistent-dlfs-test/ds/raw", [&] { return loaded.load(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(o.stats()["failures"], 0) << "tried before the dataset was ready";
+  loaded = true;
+  for (int i = 0; i < 200 && o.stats()["failures"] == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(o.stats()["failures"], 1);
+  o.shutdown();
+  o.join();
+}
+
+// A shutdown does not wait for a dataset that never becomes ready.
+TEST(RawOverlay, ShutdownDoesNotWaitForADatasetStillLoading) {
+  RawOverlays o("auto");
+  o.request("/nonexistent-dlfs-test/ds/raw", [] { return false; });
+  const auto t0 = std::chrono::steady_clock::now();
+  o.shutdown();
+  o.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  EXPECT_EQ(o.stats()["failures"], 0);
 }
 
 // After shutdown nothing more is mounted.

@@ -91,9 +91,21 @@ def dlfs_loaded(mnt):
         with open(os.path.join(mnt, ".dlfs/stats")) as f:
             s = json.load(f)
         # A dataset still scanning has no "load" yet (dlfsd mounts before it scans).
-        return all(d.get("load", {}).get("state") == "done" for d in s["datasets"])
+        if not all(d.get("load", {}).get("state") == "done" for d in s["datasets"]):
+            return False
+        return raw_overlays_settled(s)
     except (OSError, ValueError):
         return False
+
+
+def raw_overlays_settled(stats):
+    """Whether dlfsd is done with the overlays over raw/ (fs/raw_overlay.h): it
+    mounts one per dataset (as root, unless raw_overlay is off) just after the
+    dataset's load, and a measurement must not start with raw/ changing under it."""
+    o = (stats.get("fuse") or {}).get("raw_overlay")
+    if not isinstance(o, dict) or o.get("mode") == "off" or os.geteuid() != 0:
+        return True
+    return len(o.get("mounted", [])) + o.get("failures", 0) >= len(stats["datasets"])
 
 
 def dlfs_stats(mnt):
