@@ -1,5 +1,6 @@
 #include "fs/raw_overlay.h"
 
+#include <fcntl.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
@@ -68,20 +69,20 @@ void RawOverlays::run() {
     const std::string dir = queue_.front().dir;
     queue_.pop_front();
     lk.unlock();
-    Status s = mount_one(dir);  // may wait on the FUSE mount: not under the lock
+    auto root = mount_one(dir);  // may wait on the FUSE mount: not under the lock
     lk.lock();
-    if (!s) {
+    if (!root) {
       ++failures_;
-      last_error_ = s.message();
-      if (!warned_) spdlog::warn("{} (raw/ is served without it; later failures only in the stats)", s.message());
+      last_error_ = root.status().message();
+      if (!warned_) spdlog::warn("{} (raw/ is served without it; later failures only in the stats)", last_error_);
       warned_ = true;
       continue;
     }
     if (closed_) {  // shut down while mounting: the overlay must not outlive the FUSE mount
-      (void)::umount2(dir.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+      detach(dir, *root);
       return;
     }
-    mounted_.push_back(dir);
+    mounted_.push_back({dir, std::move(root).value()});
     spdlog::info("{}: under a read-only overlay (open() without a round trip per file)", dir);
   }
 }
@@ -102,7 +103,7 @@ Status RawOverlays::ensure_empty_dir() {
   return Status::ok();
 }
 
-Status RawOverlays::mount_one(const std::string& raw_dir) {
+Result<UniqueFd> RawOverlays::mount_one(const std::string& raw_dir) {
   DLFS_RETURN_IF_ERROR(ensure_empty_dir());
   std::string empty;
   {
@@ -118,11 +119,26 @@ Status RawOverlays::mount_one(const std::string& raw_dir) {
     else if (e == EINVAL) hint = " (overlayfs refused the FUSE directory as a lower layer; see dmesg)";
     return Status::from_errno(e, "raw overlay: cannot mount overlayfs over '" + raw_dir + "'" + hint);
   }
-  return Status::ok();
+  // Its dentries were just walked: this lookup needs nothing from FUSE.
+  UniqueFd root(::open(raw_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root.valid()) {
+    const int e = errno;
+    (void)::umount2(raw_dir.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+    return Status::from_errno(e, "raw overlay: cannot open the overlay just mounted over '" + raw_dir + "'");
+  }
+  return root;
+}
+
+void RawOverlays::detach(const std::string& dir, const UniqueFd& root) {
+  // The descriptor's magic link leads to the overlay's root without a walk
+  // through the FUSE mount above it.
+  const std::string by_fd = "/proc/self/fd/" + std::to_string(root.get());
+  if (::umount2(by_fd.c_str(), MNT_DETACH) != 0)
+    spdlog::warn("raw overlay: cannot detach the overlay over '{}': {}", dir, std::strerror(errno));
 }
 
 void RawOverlays::shutdown() {
-  std::vector<std::string> mounted;
+  std::vector<Mounted> mounted;
   std::string empty;
   {
     std::lock_guard lk(mu_);
@@ -133,9 +149,7 @@ void RawOverlays::shutdown() {
     empty = empty_dir_;
   }
   cv_.notify_all();
-  for (auto it = mounted.rbegin(); it != mounted.rend(); ++it)
-    if (::umount2(it->c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0)
-      spdlog::warn("raw overlay: cannot detach the overlay over '{}': {}", *it, std::strerror(errno));
+  for (auto it = mounted.rbegin(); it != mounted.rend(); ++it) detach(it->dir, it->root);
   // Detached overlays still hold it until their last reader closes; an
   // empty directory removed under them is harmless (rmdir fails if not empty).
   if (!empty.empty()) (void)::rmdir(empty.c_str());
@@ -147,7 +161,9 @@ void RawOverlays::join() {
 
 nlohmann::json RawOverlays::stats() const {
   std::lock_guard lk(mu_);
-  nlohmann::json j{{"mode", mode_}, {"mounted", mounted_}, {"failures", failures_}};
+  nlohmann::json dirs = nlohmann::json::array();
+  for (const auto& m : mounted_) dirs.push_back(m.dir);
+  nlohmann::json j{{"mode", mode_}, {"mounted", dirs}, {"failures", failures_}};
   j["last_error"] = last_error_.empty() ? nlohmann::json(nullptr) : nlohmann::json(last_error_);
   return j;
 }

@@ -29,7 +29,10 @@
 // not block a shutdown: mounts run on a thread of their own, and shutdown()
 // detaches every overlay (MNT_DETACH: readers holding files keep them until
 // they close) before the FUSE mount goes; a mount that finishes after that
-// is detached at once. A daemon that dies leaves its overlays on its dead
+// is detached at once. A detach names the overlay by an O_PATH descriptor of
+// its root taken right after the mount (/proc/self/fd/N), not by its path:
+// at shutdown no FUSE worker answers any more, and a path walk through the
+// mount could wait for a LOOKUP (an entry past its timeout) forever. A daemon that dies leaves its overlays on its dead
 // mount; the next dlfsd's lazy unmount of that mount takes them along.
 //
 // Thread safety: every public member may be called from any thread.
@@ -46,6 +49,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "common/unique_fd.h"
 
 namespace dlfs::fs {
 
@@ -77,7 +81,8 @@ class RawOverlays {
 
  private:
   void run();
-  Status mount_one(const std::string& raw_dir);
+  Result<UniqueFd> mount_one(const std::string& raw_dir);
+  static void detach(const std::string& dir, const UniqueFd& root);
   Status ensure_empty_dir();
 
   const std::string mode_;
@@ -88,7 +93,11 @@ class RawOverlays {
     std::function<bool()> ready;
   };
   std::deque<Pending> queue_;
-  std::vector<std::string> mounted_;
+  struct Mounted {
+    std::string dir;
+    UniqueFd root;  // O_PATH, of the overlay's root: how shutdown() names it
+  };
+  std::vector<Mounted> mounted_;
   std::string empty_dir_;  // made on first use, removed at shutdown
   uint64_t failures_ = 0;
   std::string last_error_;
