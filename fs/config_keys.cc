@@ -121,7 +121,7 @@ std::vector<ConfigKey> daemon_keys() {
       Key(s, "raw_overlay", "--raw-overlay", Kind::choice, DAEMON(raw_overlay),
           "Each dataset's raw/ under a read-only overlayfs mounted over it (as root), whose files answer ioctls "
           "in the kernel: Python's open() then costs no round trip to dlfsd for its isatty(), which the kernel "
-          "forwards on every FUSE file. auto (as root), off (fs/raw_overlay.h)")
+          "forwards on every FUSE file. auto (as root, with allow_other), off (fs/raw_overlay.h)")
           .choices({"auto", "off"}),
       Key(s, "view_drop_behind", "--view-drop-behind", Kind::size, DAEMON(view_drop_behind),
           "Page cache an epoch view file keeps behind a reader that reads it in order; what lies further behind "

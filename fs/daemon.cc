@@ -137,7 +137,16 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config) {
   d->fuse_context_.push_slots = d->config_.fuse_threads / 2;  // one worker: it never pushes
 
   d->start_drop_behind();
-  d->raw_overlays_ = std::make_unique<RawOverlays>(d->config_.raw_overlay);
+  // The overlay reads the FUSE files with its mounter's credentials (root):
+  // without allow_other it would let every user read what FUSE lets only
+  // root read. So it only comes with allow_other.
+  std::string overlay_mode = d->config_.raw_overlay;
+  if (overlay_mode != "off" && !d->config_.allow_other) {
+    spdlog::info("raw/ stays without its overlay: allow_other is off, and the overlay would let every user "
+                 "read through it (docs/architecture.md, raw overlay)");
+    overlay_mode = "off";
+  }
+  d->raw_overlays_ = std::make_unique<RawOverlays>(overlay_mode);
   auto control = ControlServer::start(d->config_.control_socket, *d);
   if (!control) return control.status();
   d->control_ = std::move(control).value();

@@ -23,7 +23,10 @@
 // keep their paths: its lower layers are that FUSE directory (resolved before
 // the overlay covers it) and an empty directory of its own (overlayfs wants
 // two lower layers when it has no upper one). Mounting needs root; `auto`
-// skips it otherwise and on kernels without overlayfs, saying why once.
+// skips it otherwise and on kernels without overlayfs, saying why once. And
+// only with allow_other (the daemon decides): overlayfs reaches the FUSE files
+// with its mounter's credentials, which FUSE's own "only the mounter" check
+// would then let every user through.
 //
 // Ordering: a mount looks the directory up through the FUSE mount, so it must
 // not block a shutdown: mounts run on a thread of their own, and shutdown()

@@ -10,6 +10,7 @@
 #  - a dlfsd killed with its overlay mounted leaves a dead mount that the next
 #    dlfsd at that mountpoint clears (overlay included) and mounts afresh;
 #  - not while the dataset loads (a slowed backend): once the load is done;
+#  - none with allow_other off (the overlay would let every user read);
 #  - --raw-overlay off mounts nothing and open() sends its ioctl again.
 source "$(dirname "$0")/lib.sh"
 require_fuse
@@ -70,6 +71,25 @@ for _ in $(seq 1 100); do grep -q " $WORK/mnt-slow/ds/raw overlay" /proc/mounts 
 grep -q " $WORK/mnt-slow/ds/raw overlay" /proc/mounts || fail "no overlay over raw/ after the load"
 stop_daemon "$DAEMON_PID" "$WORK/mnt-slow"
 log "the overlay waited for the load"
+
+# allow_other off: FUSE lets only root in, and the overlay (which reads with
+# root's credentials) would let everyone through: none is mounted.
+cat >"$WORK/private.toml" <<TOML
+[daemon]
+allow_other = false
+[[dataset]]
+name = "ds"
+backend = "$WORK/data"
+TOML
+start_daemon "$WORK/mnt-private" "$WORK/dlfsd-private.log" --config "$WORK/private.toml"
+wait_loaded "$WORK/mnt-private"
+sleep 0.3
+grep -q " $WORK/mnt-private/ds/raw " /proc/mounts && fail "an overlay was mounted over raw/ with allow_other off"
+grep -q "allow_other is off" "$WORK/dlfsd-private.log" || fail "the log does not say why raw/ has no overlay"
+"$PYTHON" -c 'import json, sys; o = json.load(open(sys.argv[1]))["fuse"]["raw_overlay"]; sys.exit(0 if o["mode"] == "off" and not o["mounted"] else 1)' \
+  "$WORK/mnt-private/.dlfs/stats" || fail "stats: raw_overlay is not off with allow_other off"
+stop_daemon "$DAEMON_PID" "$WORK/mnt-private"
+log "allow_other off: no overlay"
 
 start_daemon "$WORK/mnt-off" "$WORK/dlfsd-off.log" --backend "$WORK/data" --name ds --seed 36 --raw-overlay off
 wait_loaded "$WORK/mnt-off"
