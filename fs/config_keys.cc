@@ -131,7 +131,8 @@ std::vector<ConfigKey> daemon_keys() {
       Key(s, "raw_push_size", "--raw-push-size", Kind::size, DAEMON(raw_push_size),
           "Raw files up to this size, in memory, are put in the kernel's page cache when a reader's open() asks "
           "isatty() of them (Python's open() does, right before it reads; the kernel forwards that ioctl to dlfsd "
-          "at every open): the read that follows then costs no request. Once per file; 0: never"),
+          "at every open), or, under the raw overlay, when the overlay looks them up: the read that follows then "
+          "costs no request. Once per kernel inode; 0: never"),
       Key(s, "serve_despite_failed_datasets", "", Kind::boolean, DAEMON(serve_despite_failed_datasets),
           "A dataset whose scan fails after the mount answers EIO and the others stay served, instead of dlfsd "
           "unmounting and exiting 2 (one node only; docs/stats.md, dataset states)"),

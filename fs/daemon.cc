@@ -140,13 +140,11 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config) {
   // The overlay reads the FUSE files with its mounter's credentials (root):
   // without allow_other it would let every user read what FUSE lets only
   // root read. So it only comes with allow_other.
-  std::string overlay_mode = d->config_.raw_overlay;
-  if (overlay_mode != "off" && !d->config_.allow_other) {
-    spdlog::info("raw/ stays without its overlay: allow_other is off, and the overlay would let every user "
-                 "read through it (docs/architecture.md, raw overlay)");
-    overlay_mode = "off";
-  }
-  d->raw_overlays_ = std::make_unique<RawOverlays>(overlay_mode);
+  if (d->config_.raw_overlay != "off" && !d->config_.allow_other)
+    d->raw_overlays_ = std::make_unique<RawOverlays>(
+        "off", "allow_other is off, and the overlay would let every user read through it");
+  else
+    d->raw_overlays_ = std::make_unique<RawOverlays>(d->config_.raw_overlay);
   auto control = ControlServer::start(d->config_.control_socket, *d);
   if (!control) return control.status();
   d->control_ = std::move(control).value();
@@ -308,7 +306,8 @@ int Daemon::run() {
   for (auto& slot : slots_) slot->fail(Status(ESHUTDOWN, "dlfsd is stopping"));
   for (auto& slot : slots_)
     if (Dataset* d = slot->get()) d->stop_loading();
-  // The overlays over raw/ hold the FUSE mount busy: they go first.
+  // The overlays over raw/ are detached first, each on its own (the FUSE
+  // unmount, lazy as root, would take them along in no set order).
   raw_overlays_->shutdown();
   fuse_session_unmount(session_);
   raw_overlays_->join();  // a mount waiting on the FUSE mount has failed by now
@@ -400,8 +399,8 @@ void Daemon::open_datasets() {
 
 void Daemon::overlay_raw(size_t i) {
   std::error_code ec;
-  const std::filesystem::path mnt = std::filesystem::absolute(config_.mountpoint, ec);
-  if (ec) return;  // the mount itself is there: its path resolved before
+  std::filesystem::path mnt = std::filesystem::absolute(config_.mountpoint, ec);
+  if (ec) mnt = config_.mountpoint;  // mount(2) resolves it from the same working directory
   // After the load (fs/raw_overlay.h, "When"); the slot outlives the overlays' thread.
   DatasetSlot* slot = slots_[i].get();
   raw_overlays_->request((mnt / slot->name() / "raw").string(), [slot] {

@@ -110,6 +110,8 @@ class Dataset {
   // Claims raw file f's one push into the kernel's page cache
   // (Namespace::claim_raw_push): true the first time only.
   bool claim_push(uint32_t f) const { return !pushed_[f].exchange(1, std::memory_order_relaxed); }
+  // The kernel dropped raw file f's inode, and its pages with it: a push may come again.
+  void unclaim_push(uint32_t f) const { pushed_[f].store(0, std::memory_order_relaxed); }
   // Memory this dataset costs beyond the resident bytes (manifest and tables).
   uint64_t metadata_bytes() const;
 

@@ -334,14 +334,14 @@ void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
 }
 
 // Puts raw file ino, all of it, in the kernel's page cache
-// (fuse_lowlevel_notify_store), when it is small, in memory and (`once`) not
-// pushed before. Before the ioctl's reply: the reader is waiting in isatty(),
+// (fuse_lowlevel_notify_store), when it is small, in memory and not pushed
+// since the kernel made its inode. Before the ioctl's reply: the reader is waiting in isatty(),
 // and its read comes right after, so it finds the pages there and sends no
 // READ (the same for the overlay's getxattr at lookup, below).
 // A push can wait for a page lock (another reader of the same file with a
 // READ in flight, which another worker answers): at most push_slots workers
 // push at once, so that some are always free to answer.
-void push_raw_file(FuseContext& c, fuse_ino_t ino, bool once) {
+void push_raw_file(FuseContext& c, fuse_ino_t ino) {
   // While datasets load with passthrough, files may be open in both kinds:
   // leave their page cache alone until the window is over.
   if (c.raw_push_size == 0 || !c.session || passthrough_window(c)) return;
@@ -350,7 +350,7 @@ void push_raw_file(FuseContext& c, fuse_ino_t ino, bool once) {
     return;
   }
   try {
-    const std::span<const std::byte> bytes = c.ns->claim_raw_push(ino, c.raw_push_size, once);
+    const std::span<const std::byte> bytes = c.ns->claim_raw_push(ino, c.raw_push_size);
     if (!bytes.empty()) {
       fuse_bufvec buf = FUSE_BUFVEC_INIT(bytes.size());
       buf.buf[0].mem = const_cast<std::byte*>(bytes.data());  // libfuse only reads it
@@ -373,7 +373,7 @@ void push_raw_file(FuseContext& c, fuse_ino_t ino, bool once) {
 void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void*, fuse_file_info*, unsigned, const void*, size_t,
               size_t) {
   count(req, FuseOp::ioctl);
-  if (cmd == TCGETS) push_raw_file(ctx(req), ino, /*once=*/true);
+  if (cmd == TCGETS) push_raw_file(ctx(req), ino);
   fuse_reply_err(req, ENOTTY);
 }
 
@@ -456,15 +456,16 @@ void do_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) 
 // The overlay over raw/ (fs/raw_overlay.h) asks each raw file it looks up for
 // its "trusted.overlay.metacopy" before the reader opens it: as the isatty()
 // ioctl without the overlay, that round trip is used to push the file's bytes.
-// Every time, not once per file: the overlay looks a file up again only after
-// the kernel dropped its dentry, and with it, most likely, its pages.
-bool is_overlay_probe(const char* name) { return std::string_view(name).starts_with("trusted.overlay."); }
+// Once per kernel inode (a FORGET allows the next push, Namespace::forget): a
+// stat() through the overlay also looks the file up, and a metadata walk must
+// not copy every file into the page cache more than once.
+bool is_overlay_probe(const char* name) { return std::string_view(name) == "trusted.overlay.metacopy"; }
 
 void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   count(req, FuseOp::getxattr);
   if (is_overlay_probe(name)) {
     const auto n = decode_ino(ino);
-    if (n && n->kind == NodeKind::raw_file) push_raw_file(ctx(req), ino, /*once=*/false);
+    if (n && n->kind == NodeKind::raw_file) push_raw_file(ctx(req), ino);
   }
   if (parked(req, ino, false, [req, ino, n = std::string(name), size] { do_getxattr(req, ino, n.c_str(), size); }))
     return;

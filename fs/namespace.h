@@ -107,9 +107,10 @@ class Namespace {
   bool wants_passthrough(uint64_t ino) const;
   // The bytes of raw file `ino`, in this node's memory, for a push into the
   // kernel's page cache now (fs/fuse_adapter.cc, op_ioctl): the whole file,
-  // when it has at most `max_size` bytes, all resident in one piece, and
-  // (`once`) was not pushed before (this claims it). Empty otherwise.
-  std::span<const std::byte> claim_raw_push(uint64_t ino, uint64_t max_size, bool once = true) const;
+  // when it has at most `max_size` bytes, all resident in one piece, and was
+  // not pushed since the kernel's inode of it was made (this claims it;
+  // forget() releases the claim). Empty otherwise.
+  std::span<const std::byte> claim_raw_push(uint64_t ino, uint64_t max_size) const;
   // Counts a push of `bytes` of raw file `ino` in the raw stats: a request
   // served from memory, and a push.
   void count_raw_push(uint64_t ino, uint64_t bytes) const;

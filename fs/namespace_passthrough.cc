@@ -63,7 +63,7 @@ UniqueFd Namespace::open_backend_file(uint64_t ino, UniqueFd opened) const {
   return opened;
 }
 
-std::span<const std::byte> Namespace::claim_raw_push(uint64_t ino, uint64_t max_size, bool once) const {
+std::span<const std::byte> Namespace::claim_raw_push(uint64_t ino, uint64_t max_size) const {
   const auto [ds, f] = raw_file_of(ino);
   if (!ds) return {};
   const auto& m = ds->manifest();
@@ -72,8 +72,7 @@ std::span<const std::byte> Namespace::claim_raw_push(uint64_t ino, uint64_t max_
   // Resident in one piece: the push copies from memory and never waits on
   // the backend or a peer (the worker that pushes holds up the reader).
   const std::byte* bytes = ds->buffer().resident_span(m.file_data_offset(f), size);
-  if (bytes == nullptr) return {};
-  if (!ds->claim_push(f) && once) return {};
+  if (bytes == nullptr || !ds->claim_push(f)) return {};
   return {bytes, size};
 }
 

@@ -45,6 +45,11 @@ void Namespace::forget(uint64_t ino, uint64_t nlookup) const {
   // A generated file lives as long as the kernel keeps its inode: the kernel
   // forgets an inode once, with every lookup it counted.
   if (n->kind == NodeKind::generated) return generated_.forget(n->index);
+  if (n->kind == NodeKind::raw_file) {  // its pages went with the inode: it may be pushed again
+    if (const Dataset* ds = ready_dataset(*n); ds && n->index < ds->manifest().file_count())
+      ds->unclaim_push(static_cast<uint32_t>(n->index));
+    return;
+  }
   if (n->kind != NodeKind::view) return;  // only view inodes pin anything else
   // Never waits: the kernel holds no view of a dataset that is not ready.
   if (const Dataset* ds = ready_dataset(*n)) ds->views().release(static_cast<uint32_t>(n->index), nlookup);

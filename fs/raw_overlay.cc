@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -28,7 +30,17 @@ std::string escaped(const std::string& path) {
 
 }  // namespace
 
-RawOverlays::RawOverlays(std::string mode) : mode_(std::move(mode)) {}
+RawOverlays::RawOverlays(std::string mode, std::string off_because) : mode_(std::move(mode)) {
+  if (mode_ == "off") {
+    reason_ = off_because.empty() ? "raw_overlay = off" : std::move(off_because);
+  } else if (::geteuid() != 0) {
+    mode_ = "off";
+    reason_ = "dlfsd is not root";
+  }
+  if (mode_ == "off" && reason_ != "raw_overlay = off")
+    spdlog::info("raw/ stays without its overlay ({}): Python's open() of a raw file costs a round trip to dlfsd "
+                 "for its isatty() (docs/architecture.md, raw overlay)", reason_);
+}
 
 RawOverlays::~RawOverlays() {
   shutdown();
@@ -43,13 +55,6 @@ void RawOverlays::request(const std::string& raw_dir, std::function<bool()> read
   if (mode_ == "off") return;
   std::lock_guard lk(mu_);
   if (closed_) return;
-  if (::geteuid() != 0) {
-    if (!warned_)
-      spdlog::info("raw/ stays without its overlay (raw_overlay = auto needs root): Python's open() of a raw "
-                   "file costs a round trip to dlfsd for its isatty() (docs/architecture.md, raw overlay)");
-    warned_ = true;
-    return;
-  }
   queue_.push_back({raw_dir, std::move(ready)});
   if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
   cv_.notify_one();
@@ -60,14 +65,14 @@ void RawOverlays::run() {
   for (;;) {
     cv_.wait(lk, [&] { return closed_ || !queue_.empty(); });
     if (closed_) return;
-    // In request order: the first one not ready holds the others (datasets
-    // load in config order).
-    if (!queue_.front().ready()) {
+    // The first whose dataset is ready: datasets load side by side.
+    auto it = std::find_if(queue_.begin(), queue_.end(), [](const Pending& p) { return p.ready(); });
+    if (it == queue_.end()) {
       cv_.wait_for(lk, std::chrono::milliseconds(50), [&] { return closed_; });
       continue;
     }
-    const std::string dir = queue_.front().dir;
-    queue_.pop_front();
+    const std::string dir = it->dir;
+    queue_.erase(it);
     lk.unlock();
     auto root = mount_one(dir);  // may wait on the FUSE mount: not under the lock
     lk.lock();
@@ -79,7 +84,7 @@ void RawOverlays::run() {
       continue;
     }
     if (closed_) {  // shut down while mounting: the overlay must not outlive the FUSE mount
-      detach(dir, *root);
+      detach(dir, *root, /*quiet=*/true);  // it may have gone with the FUSE mount already
       return;
     }
     mounted_.push_back({dir, std::move(root).value()});
@@ -87,30 +92,31 @@ void RawOverlays::run() {
   }
 }
 
-Status RawOverlays::ensure_empty_dir() {
-  {
-    std::lock_guard lk(mu_);
-    if (!empty_dir_.empty()) return Status::ok();
+// A directory only root can change, made if missing and checked each time
+// (it could have been replaced or filled since): whatever it holds would
+// show in every raw/. Shared by every dlfsd on the node and never removed.
+Status RawOverlays::check_empty_dir(const std::string& dir) {
+  auto made = [](const std::string& d) {
+    if (::mkdir(d.c_str(), 0755) == 0 || errno == EEXIST) return Status::ok();
+    return Status::from_errno(errno, "raw overlay: cannot make the directory '" + d + "'");
+  };
+  DLFS_RETURN_IF_ERROR(made(std::filesystem::path(dir).parent_path().string()));
+  DLFS_RETURN_IF_ERROR(made(dir));
+  for (const std::string& d : {std::filesystem::path(dir).parent_path().string(), dir}) {
+    struct stat st {};
+    if (::lstat(d.c_str(), &st) != 0) return Status::from_errno(errno, "raw overlay: cannot stat '" + d + "'");
+    if (!S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+      return Status(EPERM, "raw overlay: '" + d + "' is not a directory that only root can change; not using it");
   }
   std::error_code ec;
-  std::filesystem::path base = std::filesystem::temp_directory_path(ec);
-  if (ec) base = "/tmp";
-  std::string tmpl = (base / "dlfs-overlay-empty-XXXXXX").string();
-  if (::mkdtemp(tmpl.data()) == nullptr)
-    return Status::from_errno(errno, "raw overlay: cannot make its empty lower directory '" + tmpl + "'");
-  std::lock_guard lk(mu_);
-  empty_dir_ = tmpl;
+  if (!std::filesystem::is_empty(dir, ec) || ec)
+    return Status(ENOTEMPTY, "raw overlay: its empty lower directory '" + dir + "' is not empty; not using it");
   return Status::ok();
 }
 
 Result<UniqueFd> RawOverlays::mount_one(const std::string& raw_dir) {
-  DLFS_RETURN_IF_ERROR(ensure_empty_dir());
-  std::string empty;
-  {
-    std::lock_guard lk(mu_);
-    empty = empty_dir_;
-  }
-  const std::string options = mount_options(raw_dir, empty);
+  DLFS_RETURN_IF_ERROR(check_empty_dir(kEmptyDir));
+  const std::string options = mount_options(raw_dir, kEmptyDir);
   if (::mount("dlfs-raw", raw_dir.c_str(), "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, options.c_str()) != 0) {
     const int e = errno;
     std::string hint;
@@ -129,34 +135,34 @@ Result<UniqueFd> RawOverlays::mount_one(const std::string& raw_dir) {
   return root;
 }
 
-void RawOverlays::detach(const std::string& dir, const UniqueFd& root) {
+void RawOverlays::detach(const std::string& dir, const UniqueFd& root, bool quiet) {
   // The descriptor's magic link leads to the overlay's root without a walk
   // through the FUSE mount above it.
   const std::string by_fd = "/proc/self/fd/" + std::to_string(root.get());
-  if (::umount2(by_fd.c_str(), MNT_DETACH) != 0)
+  if (::umount2(by_fd.c_str(), MNT_DETACH) != 0 && !(quiet && errno == EINVAL))
     spdlog::warn("raw overlay: cannot detach the overlay over '{}': {}", dir, std::strerror(errno));
 }
 
 void RawOverlays::shutdown() {
   std::vector<Mounted> mounted;
-  std::string empty;
   {
     std::lock_guard lk(mu_);
     if (closed_) return;
     closed_ = true;
     queue_.clear();
     mounted.swap(mounted_);
-    empty = empty_dir_;
   }
   cv_.notify_all();
   for (auto it = mounted.rbegin(); it != mounted.rend(); ++it) detach(it->dir, it->root);
-  // Detached overlays still hold it until their last reader closes; an
-  // empty directory removed under them is harmless (rmdir fails if not empty).
-  if (!empty.empty()) (void)::rmdir(empty.c_str());
 }
 
 void RawOverlays::join() {
-  if (thread_.joinable()) thread_.join();
+  std::thread t;
+  {
+    std::lock_guard lk(mu_);
+    t.swap(thread_);
+  }
+  if (t.joinable()) t.join();
 }
 
 nlohmann::json RawOverlays::stats() const {
@@ -164,6 +170,7 @@ nlohmann::json RawOverlays::stats() const {
   nlohmann::json dirs = nlohmann::json::array();
   for (const auto& m : mounted_) dirs.push_back(m.dir);
   nlohmann::json j{{"mode", mode_}, {"mounted", dirs}, {"failures", failures_}};
+  j["reason"] = reason_.empty() ? nlohmann::json(nullptr) : nlohmann::json(reason_);
   j["last_error"] = last_error_.empty() ? nlohmann::json(nullptr) : nlohmann::json(last_error_);
   return j;
 }

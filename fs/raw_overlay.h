@@ -9,9 +9,9 @@
 // speed (docs/benchmarks.md, "Python's open() and FUSE"). overlayfs files have
 // no ioctl handler: the kernel answers ENOTTY itself. Everything else an
 // overlay file does goes to the FUSE file below it (lookups, attributes,
-// reads from the same page cache, passthrough while loading), with the same
-// request counts, except one getxattr per file the overlay looks up (its
-// metacopy check; answered by pushing the file's pages, fuse_adapter.cc).
+// reads from the same page cache), with the same request counts, except one
+// getxattr per file the overlay looks up (its metacopy check; answered by
+// pushing the file's pages once per kernel inode, fuse_adapter.cc).
 //
 // When: once the dataset is loaded. While it loads, a reader's first open of
 // a file through the overlay would cost one round trip more (the getxattr,
@@ -21,8 +21,10 @@
 //
 // The overlay is mounted over <mountpoint>/<dataset>/raw itself, so readers
 // keep their paths: its lower layers are that FUSE directory (resolved before
-// the overlay covers it) and an empty directory of its own (overlayfs wants
-// two lower layers when it has no upper one). Mounting needs root; `auto`
+// the overlay covers it) and an empty directory (overlayfs wants two lower
+// layers when it has no upper one): /run/dlfs/overlay-lower-empty, which
+// only root may change (checked at each mount: what it held would show in
+// every raw/), shared and never removed. Mounting needs root; `auto`
 // skips it otherwise and on kernels without overlayfs, saying why once. And
 // only with allow_other (the daemon decides): overlayfs reaches the FUSE files
 // with its mounter's credentials, which FUSE's own "only the mounter" check
@@ -35,8 +37,9 @@
 // is detached at once. A detach names the overlay by an O_PATH descriptor of
 // its root taken right after the mount (/proc/self/fd/N), not by its path:
 // at shutdown no FUSE worker answers any more, and a path walk through the
-// mount could wait for a LOOKUP (an entry past its timeout) forever. A daemon that dies leaves its overlays on its dead
-// mount; the next dlfsd's lazy unmount of that mount takes them along.
+// mount could wait for a LOOKUP (an entry past its timeout) forever. A
+// daemon that dies leaves its overlays on its dead mount; the next dlfsd's
+// lazy unmount of that mount takes them along.
 //
 // Thread safety: every public member may be called from any thread.
 #pragma once
@@ -58,8 +61,9 @@ namespace dlfs::fs {
 
 class RawOverlays {
  public:
-  // `mode`: "auto" (mount where possible) or "off" (never).
-  explicit RawOverlays(std::string mode);
+  // `mode`: "auto" (mount where possible: as root) or "off" (never; the
+  // daemon may turn auto off, saying why in `off_because`).
+  explicit RawOverlays(std::string mode, std::string off_because = "");
   ~RawOverlays();
   RawOverlays(const RawOverlays&) = delete;
   RawOverlays& operator=(const RawOverlays&) = delete;
@@ -74,7 +78,8 @@ class RawOverlays {
   // with an error once that mount is gone): after the FUSE unmount.
   void join();
 
-  // {"mode", "mounted": [dirs], "failures", "last_error"} for the stats.
+  // {"mode": auto|off (in effect), "reason": why off, "mounted": [dirs],
+  // "failures", "last_error"} for the stats.
   nlohmann::json stats() const;
 
   // The overlay mount over `raw_dir` with `empty_dir` as its second lower
@@ -85,10 +90,14 @@ class RawOverlays {
  private:
   void run();
   Result<UniqueFd> mount_one(const std::string& raw_dir);
-  static void detach(const std::string& dir, const UniqueFd& root);
-  Status ensure_empty_dir();
+  static void detach(const std::string& dir, const UniqueFd& root, bool quiet = false);
+  static Status check_empty_dir(const std::string& dir);
 
-  const std::string mode_;
+  // The overlays' second lower layer (see the top of this file).
+  static constexpr const char* kEmptyDir = "/run/dlfs/overlay-lower-empty";
+
+  std::string mode_;
+  std::string reason_;  // why mode_ is off
   mutable std::mutex mu_;
   std::condition_variable cv_;
   struct Pending {
@@ -101,7 +110,6 @@ class RawOverlays {
     UniqueFd root;  // O_PATH, of the overlay's root: how shutdown() names it
   };
   std::vector<Mounted> mounted_;
-  std::string empty_dir_;  // made on first use, removed at shutdown
   uint64_t failures_ = 0;
   std::string last_error_;
   bool closed_ = false;

@@ -86,7 +86,7 @@ wait_loaded "$WORK/mnt-private"
 sleep 0.3
 grep -q " $WORK/mnt-private/ds/raw " /proc/mounts && fail "an overlay was mounted over raw/ with allow_other off"
 grep -q "allow_other is off" "$WORK/dlfsd-private.log" || fail "the log does not say why raw/ has no overlay"
-"$PYTHON" -c 'import json, sys; o = json.load(open(sys.argv[1]))["fuse"]["raw_overlay"]; sys.exit(0 if o["mode"] == "off" and not o["mounted"] else 1)' \
+"$PYTHON" -c 'import json, sys; o = json.load(open(sys.argv[1]))["fuse"]["raw_overlay"]; sys.exit(0 if o["mode"] == "off" and not o["mounted"] and "allow_other" in o["reason"] else 1)' \
   "$WORK/mnt-private/.dlfs/stats" || fail "stats: raw_overlay is not off with allow_other off"
 stop_daemon "$DAEMON_PID" "$WORK/mnt-private"
 log "allow_other off: no overlay"

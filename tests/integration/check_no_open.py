@@ -29,22 +29,13 @@ import subprocess
 import tarfile
 import time
 
-from checklib import fail
+from checklib import backend_files, fail, read
 from dlfs import read_file
 
 
 def fuse_stats(a):
     out = subprocess.run([a.ctl, "--socket", a.socket, "--json", "stats"], check=True, capture_output=True, text=True)
     return json.loads(out.stdout)["fuse"]
-
-
-def read(path):
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def backend_files(root):
-    return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs)
 
 
 def check_plain(a):

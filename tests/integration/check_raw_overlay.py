@@ -18,10 +18,11 @@ import io
 import json
 import os
 import random
+import re
 import subprocess
 import tarfile
 
-from checklib import fail
+from checklib import backend_files, fail, read
 
 
 def daemon_stats(a):
@@ -37,26 +38,30 @@ def spent_between(before, after):
     return {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
 
 
-def read(path):
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def backend_files(root):
-    return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs)
+def read_all(a, raw, names, seed, which):
+    """open().read() of every file under raw/ in a shuffled order, each checked
+    against the backend; the FUSE requests that cost."""
+    names = list(names)
+    random.Random(seed).shuffle(names)
+    before = requests(a)
+    for n in names:
+        if read(os.path.join(raw, n)) != read(os.path.join(a.backend, n)):
+            fail(f"raw/{n} through the overlay differs from the backend on its {which} open().read()")
+    return spent_between(before, requests(a))
 
 
 def mounts_at(path):
     """The file system types mounted exactly at `path` (/proc/self/mountinfo
-    escapes space, tab, newline and backslash in octal)."""
+    escapes space, tab, newline and backslash in octal, and shows the path
+    with symlinks resolved)."""
+    path = os.path.realpath(path)
+    unescape = lambda s: re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), s)  # noqa: E731
     out = []
-    with open("/proc/self/mountinfo") as f:
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
         for line in f:
             fields = line.split()
-            point = fields[4].encode().decode("unicode_escape")
-            fstype = fields[fields.index("-") + 1]
-            if point == path:
-                out.append(fstype)
+            if unescape(fields[4]) == path:
+                out.append(fields[fields.index("-") + 1])
     return out
 
 
@@ -72,7 +77,7 @@ def check_overlay(a):
     if kinds != ["overlay"]:
         fail(f"{raw}: mounted there: {kinds}, want one overlay")
     o = daemon_stats(a)["fuse"]["raw_overlay"]
-    if o["mounted"] != [raw] or o["failures"] != 0 or o["mode"] != "auto":
+    if o["mounted"] != [raw] or o["failures"] != 0 or o["mode"] != "auto" or o["reason"] is not None:
         fail(f"stats fuse.raw_overlay = {o}, want mode auto, mounted [{raw!r}], no failure")
 
     names = backend_files(a.backend)
@@ -83,12 +88,7 @@ def check_overlay(a):
     # getxattr of trusted.overlay.metacopy, where dlfsd pushes the file), and
     # open()'s isatty() never reaches dlfsd.
     drop_caches()
-    random.Random(36).shuffle(names)
-    before = requests(a)
-    for n in names:
-        if read(os.path.join(raw, n)) != read(os.path.join(a.backend, n)):
-            fail(f"raw/{n} through the overlay differs from the backend")
-    spent = spent_between(before, requests(a))
+    spent = read_all(a, raw, names, 36, "first")
     n = len(names)
     if spent.get("ioctl", 0) != 0:
         fail(f"first open().read() of {n} raw files sent {spent['ioctl']} ioctls through the overlay, want none")
@@ -100,12 +100,7 @@ def check_overlay(a):
     print(f"overlay: first open().read() of {n} raw files cost {spent}")
 
     # Second pass: nothing reaches dlfsd.
-    random.Random(37).shuffle(names)
-    before = requests(a)
-    for n_ in names:
-        if read(os.path.join(raw, n_)) != read(os.path.join(a.backend, n_)):
-            fail(f"raw/{n_} differs from the backend on its second open().read()")
-    spent = spent_between(before, requests(a))
+    spent = read_all(a, raw, names, 37, "second")
     if spent:
         fail(f"open().read() of {n} cached raw files through the overlay cost FUSE requests: {spent}")
     print(f"overlay: second open().read() of {n} raw files cost no request")
@@ -142,7 +137,7 @@ def check_off(a):
     if mounts_at(raw):
         fail(f"--raw-overlay off, yet {mounts_at(raw)} is mounted at {raw}")
     o = daemon_stats(a)["fuse"]["raw_overlay"]
-    if o["mode"] != "off" or o["mounted"]:
+    if o["mode"] != "off" or o["mounted"] or o["reason"] != "raw_overlay = off":
         fail(f"stats fuse.raw_overlay = {o} with --raw-overlay off")
     names = backend_files(a.backend)[:100]
     for n in names:

@@ -1,6 +1,7 @@
 """What the scenario checkers share: one way to fail, one spelling of the
 fixed-record backend's arguments. Imported by the check_*.py scripts next to
 it (Python puts a script's own directory first on sys.path)."""
+import os
 import sys
 
 
@@ -15,3 +16,14 @@ def add_fixed_backend_args(ap, world_size=2):
     ap.add_argument("--world-size", type=int, default=world_size, help="ranks of the epoch view")
     ap.add_argument("--record-size", type=int, default=3073, help="bytes per record")
     ap.add_argument("--header-bytes", type=int, default=16, help="bytes before the first record of each file")
+
+
+def read(path):
+    """A file's bytes, read whole with Python's open() (as user code does)."""
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def backend_files(root):
+    """Every file under `root`, as sorted paths relative to it."""
+    return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs)
