@@ -173,7 +173,6 @@ bool kernel_enables_uring() {
   return in >> c && (c == 'Y' || c == 'y' || c == '1');
 }
 
-
 // Threads per io_uring queue: fuse_threads spread over the CPUs, 2 at least.
 unsigned uring_threads_per_queue(unsigned fuse_threads) { return std::max(2u, fuse_threads / uring_queue_count()); }
 }  // namespace

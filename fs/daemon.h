@@ -94,7 +94,8 @@ class Daemon final : public ControlHandler {
   // mount until the session loop ends.
   std::unique_ptr<ViewDropBehind> drop_behind_;
   // Each dataset's raw/ under a read-only overlay (fs/raw_overlay.h): asked for
-  // once the dataset serves, detached before the FUSE unmount.
+  // once the dataset serves, mounted once it is loaded, detached before the
+  // FUSE unmount.
   std::unique_ptr<RawOverlays> raw_overlays_;
   // FUSE over io_uring's queues (fs/fuse_uring.h), once INIT agreed on it.
   std::unique_ptr<FuseUring> uring_;

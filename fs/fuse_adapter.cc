@@ -463,10 +463,7 @@ bool is_overlay_probe(const char* name) { return std::string_view(name) == "trus
 
 void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   count(req, FuseOp::getxattr);
-  if (is_overlay_probe(name)) {
-    const auto n = decode_ino(ino);
-    if (n && n->kind == NodeKind::raw_file) push_raw_file(ctx(req), ino);
-  }
+  if (is_overlay_probe(name)) push_raw_file(ctx(req), ino);  // nothing for other than raw files
   if (parked(req, ino, false, [req, ino, n = std::string(name), size] { do_getxattr(req, ino, n.c_str(), size); }))
     return;
   do_getxattr(req, ino, name, size);

@@ -52,12 +52,19 @@ void store(void* base, size_t off, T v) {
   std::memcpy(static_cast<char*>(base) + off, &v, sizeof v);
 }
 
-// A FUSE command in the ring's next (128-byte) SQE; false if the ring is full.
+// The ring's next SQE, cleared whole (128 bytes: the rings are SQE128);
+// null if the ring is full.
+io_uring_sqe* clear_sqe(io_uring* ring) {
+  io_uring_sqe* sqe = io_uring_get_sqe(ring);
+  if (sqe) std::memset(static_cast<void*>(sqe), 0, 2 * sizeof(io_uring_sqe));
+  return sqe;
+}
+
+// A FUSE command in the ring's next SQE; false if the ring is full.
 bool prep_fuse_cmd(io_uring* ring, int fuse_fd, uint32_t cmd_op, uint16_t qid, uint64_t commit_id,
                    const iovec* buffers, void* user_data) {
-  io_uring_sqe* sqe = io_uring_get_sqe(ring);
+  io_uring_sqe* sqe = clear_sqe(ring);
   if (!sqe) return false;
-  std::memset(static_cast<void*>(sqe), 0, 2 * sizeof(io_uring_sqe));
   io_uring_sqe_set_data(sqe, user_data);
   sqe->opcode = IORING_OP_URING_CMD;
   sqe->fd = fuse_fd;
@@ -293,9 +300,8 @@ bool FuseUring::commit(Worker& w, Entry& e) {
 
 // Watches the worker's eventfd (parked replies ready to commit).
 bool FuseUring::arm_wake(Worker& w) {
-  io_uring_sqe* sqe = io_uring_get_sqe(&w.ring);
+  io_uring_sqe* sqe = clear_sqe(&w.ring);
   if (!sqe) return false;
-  std::memset(static_cast<void*>(sqe), 0, 2 * sizeof(io_uring_sqe));
   io_uring_prep_read(sqe, w.wake_fd, &w.wake_value, sizeof w.wake_value, 0);
   io_uring_sqe_set_data64(sqe, kWakeTag);
   return true;

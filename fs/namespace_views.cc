@@ -46,8 +46,7 @@ void Namespace::forget(uint64_t ino, uint64_t nlookup) const {
   // forgets an inode once, with every lookup it counted.
   if (n->kind == NodeKind::generated) return generated_.forget(n->index);
   if (n->kind == NodeKind::raw_file) {  // its pages went with the inode: it may be pushed again
-    if (const Dataset* ds = ready_dataset(*n); ds && n->index < ds->manifest().file_count())
-      ds->unclaim_push(static_cast<uint32_t>(n->index));
+    if (const auto [ds, f] = raw_file_of(ino); ds) ds->unclaim_push(f);
     return;
   }
   if (n->kind != NodeKind::view) return;  // only view inodes pin anything else
