@@ -25,17 +25,15 @@ import io
 import json
 import os
 import random
-import subprocess
 import tarfile
 import time
 
-from checklib import backend_files, fail, read
+from checklib import add_daemon_args, backend_files, daemon_stats, fail, read, spent_between
 from dlfs import read_file
 
 
 def fuse_stats(a):
-    out = subprocess.run([a.ctl, "--socket", a.socket, "--json", "stats"], check=True, capture_output=True, text=True)
-    return json.loads(out.stdout)["fuse"]
+    return daemon_stats(a)["fuse"]
 
 
 def check_plain(a):
@@ -63,7 +61,7 @@ def check_plain(a):
         if read_file(os.path.join(raw, n)) != read(os.path.join(a.backend, n)):
             fail(f"dlfs.read_file(raw/{n}) differs from the backend")
     after = fuse_stats(a)["requests"]
-    spent = {k: after[k] - before[k] for k in after if after[k] != before[k]}
+    spent = spent_between(before, after)
     if spent:
         fail(f"reading {len(names)} cached raw files again cost FUSE requests: {spent}")
     print(f"raw/: {len(names)} files read again with no FUSE request; requests so far {after}")
@@ -74,7 +72,7 @@ def check_plain(a):
     for n in names:
         read(os.path.join(raw, n))
     after = fuse_stats(a)["requests"]
-    spent = {k: after[k] - before[k] for k in after if after[k] != before[k]}
+    spent = spent_between(before, after)
     if spent != {"ioctl": len(names)}:
         fail(f"open().read() of {len(names)} cached raw files: requests {spent}, want exactly one ioctl each")
     with open(os.path.join(raw, names[0]), "rb") as fh:
@@ -142,8 +140,7 @@ def check_opportunistic(a):
 
 
 def raw_stats(a):
-    out = subprocess.run([a.ctl, "--socket", a.socket, "--json", "stats"], check=True, capture_output=True, text=True)
-    return json.loads(out.stdout)["datasets"][0]["views"]["raw"]
+    return daemon_stats(a)["datasets"][0]["views"]["raw"]
 
 
 def check_push(a):
@@ -155,7 +152,7 @@ def check_push(a):
         if read(os.path.join(raw, n)) != read(os.path.join(a.backend, n)):
             fail(f"raw/{n} differs from the backend on its first open().read()")
     after = fuse_stats(a)["requests"]
-    spent = {k: after[k] - before[k] for k in after if after[k] != before[k]}
+    spent = spent_between(before, after)
     st = raw_stats(a)
     n = len(names)
     if spent.get("ioctl") != n:
@@ -183,10 +180,7 @@ def check_push(a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mnt", required=True)
-    ap.add_argument("--backend", required=True)
-    ap.add_argument("--ctl", required=True)
-    ap.add_argument("--socket", required=True)
+    add_daemon_args(ap)
     ap.add_argument("--part", choices=["plain", "push", "opportunistic"], required=True)
     ap.add_argument("--pushed", choices=["yes", "no"], default="yes", help="push: what to expect")
     a = ap.parse_args()

@@ -15,27 +15,16 @@
 import argparse
 import errno
 import io
-import json
 import os
 import random
 import re
-import subprocess
 import tarfile
 
-from checklib import backend_files, fail, read
-
-
-def daemon_stats(a):
-    out = subprocess.run([a.ctl, "--socket", a.socket, "--json", "stats"], check=True, capture_output=True, text=True)
-    return json.loads(out.stdout)
+from checklib import add_daemon_args, backend_files, daemon_stats, fail, read, spent_between
 
 
 def requests(a):
     return daemon_stats(a)["fuse"]["requests"]
-
-
-def spent_between(before, after):
-    return {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
 
 
 def read_all(a, raw, names, seed, which):
@@ -154,10 +143,7 @@ def check_off(a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mnt", required=True)
-    ap.add_argument("--backend", required=True)
-    ap.add_argument("--ctl", required=True)
-    ap.add_argument("--socket", required=True)
+    add_daemon_args(ap)
     ap.add_argument("--part", choices=["overlay", "off"], required=True)
     a = ap.parse_args()
     a.mnt = os.path.abspath(a.mnt)

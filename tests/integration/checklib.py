@@ -1,7 +1,9 @@
 """What the scenario checkers share: one way to fail, one spelling of the
 fixed-record backend's arguments. Imported by the check_*.py scripts next to
 it (Python puts a script's own directory first on sys.path)."""
+import json
 import os
+import subprocess
 import sys
 
 
@@ -27,3 +29,23 @@ def read(path):
 def backend_files(root):
     """Every file under `root`, as sorted paths relative to it."""
     return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs)
+
+
+def add_daemon_args(ap):
+    """A check against one mounted dlfsd: its mountpoint, its backend, and
+    dlfs-ctl with the daemon's control socket (a.mnt, a.backend, a.ctl, a.socket)."""
+    ap.add_argument("--mnt", required=True)
+    ap.add_argument("--backend", required=True)
+    ap.add_argument("--ctl", required=True)
+    ap.add_argument("--socket", required=True)
+
+
+def daemon_stats(a):
+    """The daemon's stats over its control socket (no FUSE request is counted)."""
+    out = subprocess.run([a.ctl, "--socket", a.socket, "--json", "stats"], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def spent_between(before, after):
+    """What counters grew by between two snapshots of a flat {name: count}."""
+    return {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
