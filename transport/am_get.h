@@ -52,7 +52,7 @@ Status ucx_error(const std::string& what, ucs_status_t s);
 // One get in flight (either path), shared by the caller and whoever
 // completes it, so that a caller that gave up leaves the buffer to it.
 // Get buffers are recycled (take_get_buffer): dlfsd keeps blocks over 128 KiB
-// mmapped (fs/main.cc), so a fresh 1 MiB buffer per get cost 256 page faults
+// mmapped (fs/daemon/main.cc), so a fresh 1 MiB buffer per get cost 256 page faults
 // and an munmap. A get into the caller's memory has no buffer at all.
 std::unique_ptr<std::byte[]> take_get_buffer(size_t n, size_t& capacity);
 void give_get_buffer(std::unique_ptr<std::byte[]> buffer, size_t capacity);

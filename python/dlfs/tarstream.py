@@ -7,7 +7,7 @@ reused buffer, parses the 512-byte headers itself and slices each member's
 data out of the buffer as `bytes` (one copy); members of 32 KiB and more are
 read by the kernel straight into their `bytes`.
 
-What it understands (what DLFS writes, fs/tar_format.cc, and what other
+What it understands (what DLFS writes, fs/views/tar_format.cc, and what other
 writers commonly use): ustar headers (name + prefix), sizes in octal or GNU
 base-256, GNU long names ('L'), pax extended headers ('x': path, size) and
 global headers ('g', skipped). Directories, links and other non-regular

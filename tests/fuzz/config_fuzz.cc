@@ -1,4 +1,4 @@
-// Fuzz target: the TOML config (fs/config.cc: parse_config, validate_config,
+// Fuzz target: the TOML config (fs/config/config.cc: parse_config, validate_config,
 // resolve_memory_budget; `tools/fuzz.sh config`). The input is a config file.
 //
 // Invariants: a bad config is an error with an errno whose message names the
@@ -9,8 +9,9 @@
 #include <string>
 #include <variant>
 
-#include "fs/config.h"
-#include "fs/config_keys.h"
+#include "fs/config/config.h"
+#include "fs/config/config_file.h"
+#include "fs/config/config_keys.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// Fuzz target: the daemon's control socket (fs/control_server.cc over
+// Fuzz target: the daemon's control socket (fs/daemon/control_server.cc over
 // common/control_protocol.cc; `tools/fuzz.sh control`). The input is what a
 // client sends: it goes to a real ControlServer over a real Unix socket, with
 // a fake daemon behind it, and the whole answer is read back.
@@ -26,7 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/control_protocol.h"
-#include "fs/control_server.h"
+#include "fs/daemon/control_server.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace {

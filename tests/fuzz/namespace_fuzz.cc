@@ -1,6 +1,6 @@
 // Fuzz target: the namespace, i.e. every name and inode number the kernel can
-// hand the daemon (fs/namespace.cc, fs/namespace_views.cc, fs/view_*.cc,
-// fs/view_registry.cc, fs/inode.h; `tools/fuzz.sh namespace`): path lookups
+// hand the daemon (fs/namespace/namespace.cc, fs/namespace/namespace_views.cc, fs/view_*.cc,
+// fs/views/view_registry.cc, fs/namespace/inode.h; `tools/fuzz.sh namespace`): path lookups
 // down to epoch, world-size and rank names with their extensions, directory
 // listings, opens, reads at any offset and extended attributes.
 //
@@ -39,9 +39,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include "fs/dataset.h"
-#include "fs/inode.h"
-#include "fs/namespace.h"
+#include "fs/dataset/dataset.h"
+#include "fs/namespace/inode.h"
+#include "fs/namespace/namespace.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace {

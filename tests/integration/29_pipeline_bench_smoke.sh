@@ -70,7 +70,7 @@ for size in ("small", "large"):
                         bad.append(f"{size}/{b}/{v}/{e}: {k} = {c.get(k)!r}")
                 # Python's open() asks isatty() once per sample, an ioctl the kernel
                 # forwards to dlfsd, unless raw/ is under dlfsd's overlay (the default
-                # as root: fs/raw_overlay.h), whose files answer it in the kernel;
+                # as root: fs/kernel/raw_overlay.h), whose files answer it in the kernel;
                 # dlfs.read_file makes none.
                 if v in ("raw", "raw-rf"):
                     run = [r for r in res["runs"] if (r["size"], r["backend"], r["variant"]) == (size, b, v)]

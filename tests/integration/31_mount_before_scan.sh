@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# dlfsd mounts before it scans (fs/daemon.h). With each scan held back by the
+# dlfsd mounts before it scans (fs/daemon/daemon.h). With each scan held back by the
 # test-only hook DLFS_TEST_ONLY_SCAN_DELAY_MS:
 #  - the mount, the root listing, /.dlfs/stats and `dlfs-ctl status` answer
 #    while the dataset is still "scanning";

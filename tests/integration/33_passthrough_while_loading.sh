@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# FUSE passthrough while a dataset loads (fs/fuse_passthrough.h), through a
+# FUSE passthrough while a dataset loads (fs/kernel/backing_files.h), through a
 # real mount: a raw file not in memory yet is read by the kernel from its
 # backend file (its reads never reach dlfsd), with the backend's bytes, by
 # read and by mmap, also opened twice at once and held open across the end

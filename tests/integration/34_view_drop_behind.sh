@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Views drop their pages behind the reader (fs/view_drop_behind.h): after an
+# Views drop their pages behind the reader (fs/kernel/drop_behind.h): after an
 # epoch view is read through in order, the kernel's page cache holds only its
 # last few MiB, the bytes are right (each member is its backend file, a second
 # read from dlfsd's memory equals the first), and the stats count the drops.

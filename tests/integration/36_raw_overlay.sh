@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# raw/ under dlfsd's read-only overlay (fs/raw_overlay.h) through a real mount:
+# raw/ under dlfsd's read-only overlay (fs/kernel/raw_overlay.h) through a real mount:
 #  - by default (root) the overlay covers <mnt>/ds/raw, also with ',' and ':'
 #    in the mountpoint's path (overlayfs's separators, escaped); raw bytes are
 #    the backend's, open()'s isatty() never reaches dlfsd, the first cold read

@@ -135,7 +135,7 @@ stop_daemon() {
   wait_exit "$pid"
   [ "$WAIT_RC" -eq 0 ] || fail "dlfsd exited with $WAIT_RC after SIGTERM"
   if grep -q " $mnt fuse" /proc/mounts; then fail "$mnt still mounted after dlfsd exited"; fi
-  # Nor anything dlfsd mounted inside it (the overlays over raw/, fs/raw_overlay.h).
+  # Nor anything dlfsd mounted inside it (the overlays over raw/, fs/kernel/raw_overlay.h).
   if grep -q " $mnt/" /proc/mounts; then fail "dlfsd left mounts under $mnt: $(grep " $mnt/" /proc/mounts)"; fi
 }
 

@@ -3,7 +3,7 @@
 // the token can do with recorded traffic (replay a join or heartbeats,
 // reflect a challenge, send garbage): nothing. Each node has a real
 // StorageBuffer (its stripe, loaded from a dataset on disk) and a real
-// Fetcher, as fs/dataset.cc builds them; timings are milliseconds so the file
+// Fetcher, as fs/dataset/dataset.cc builds them; timings are milliseconds so the file
 // runs in a few seconds.
 #include "transport/cluster.h"
 

@@ -1,4 +1,4 @@
-// The config key table (fs/config_keys.h): every key parses from TOML into
+// The config key table (fs/config/config_keys.h): every key parses from TOML into
 // its member, its flag gives the same config as its TOML key, errors name the
 // key, and docs/configuration.md is the generated list.
 #include <gtest/gtest.h>
@@ -12,7 +12,8 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/fmt/fmt.h>
 
-#include "fs/config_keys.h"
+#include "fs/config/config_keys.h"
+#include "fs/config/config_file.h"
 
 #ifndef DLFS_SOURCE_ROOT
 #error "DLFS_SOURCE_ROOT (the source tree, for docs/configuration.md) must be defined"

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "fs/config.h"
+#include "fs/config/config.h"
+#include "fs/config/config_file.h"
 
 namespace dlfs::fs {
 namespace {

@@ -21,7 +21,7 @@
 
 #include "common/control_protocol.h"
 #include "common/unique_fd.h"
-#include "fs/control_server.h"
+#include "fs/daemon/control_server.h"
 #include "temp_dir.h"
 
 namespace dlfs::fs {

@@ -13,14 +13,14 @@
 
 #include <gtest/gtest.h>
 
-#include "fs/config.h"
-#include "fs/control_verify.h"
-#include "fs/dataset.h"
-#include "fs/dataset_slot.h"
-#include "fs/generated_files.h"
-#include "fs/inode.h"
-#include "fs/namespace.h"
-#include "fs/stats.h"
+#include "fs/config/config.h"
+#include "fs/daemon/control_verify.h"
+#include "fs/dataset/dataset.h"
+#include "fs/dataset/dataset_slot.h"
+#include "fs/namespace/generated_files.h"
+#include "fs/namespace/inode.h"
+#include "fs/namespace/namespace.h"
+#include "fs/daemon/stats.h"
 #include "temp_dir.h"
 
 namespace dlfs::fs {

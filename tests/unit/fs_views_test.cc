@@ -1,4 +1,4 @@
-// Every registered view format (fs/view_formats.cc: the directory view,
+// Every registered view format (fs/views/view_formats.cc: the directory view,
 // .index, .tar, .bin) read through Namespace::read_view, without a mount,
 // over small generated datasets of each dataset format (files, fixed, lmdb
 // with fixed-size and with varying values, tfrecord). Expectations come from the bytes
@@ -10,7 +10,7 @@
 #include <set>
 #include <sstream>
 
-#include "fs/view_format.h"
+#include "fs/views/view_format.h"
 #include "views_test_util.h"
 
 namespace dlfs::fs::test {

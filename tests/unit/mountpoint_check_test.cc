@@ -3,7 +3,7 @@
 // else's file system), without mounting anything: the decision is a pure
 // function and the real table of this process is read as it is. The real
 // mounts (a SIGKILLed daemon, a tmpfs) are in tests/integration/22_crash_restart.sh.
-#include "fs/mountpoint_check.h"
+#include "fs/kernel/mountpoint_check.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 
 #include <gtest/gtest.h>
 
-#include "fs/mountinfo.h"
+#include "fs/kernel/mountinfo.h"
 #include "temp_dir.h"
 
 namespace dlfs::fs {

@@ -1,11 +1,11 @@
-// OpportunisticStream (fs/opportunistic_stream.h) without a mount: within a
+// OpportunisticStream (fs/views/opportunistic_stream.h) without a mount: within a
 // window of the next planned samples the stream serves the earliest one that
 // is ready, else the earliest planned one; every sample of the rank still
 // comes exactly once, with its bytes, fewer than `window` positions from its
 // planned place, and re-reads of the open stream repeat. Checked with a
 // readiness the test chooses (deterministic) and with the daemon's own (half
 // the dataset resident, as scenario 14 does through FUSE).
-#include "fs/opportunistic_stream.h"
+#include "fs/views/opportunistic_stream.h"
 
 #include <fcntl.h>
 
@@ -35,9 +35,9 @@ class OpportunisticTest : public ViewsFixture {
     open("data", g_, p, budget, load, 8 << 10);
   }
   std::shared_ptr<const EpochView> view(uint32_t epoch, uint32_t w, uint32_t r) const {
-    auto id = ds().views().id_of({epoch, w, r});
+    auto id = views_.id_of({epoch, w, r});
     EXPECT_TRUE(id.is_ok());
-    auto v = ds().views().get(ds(), *id);
+    auto v = views_.get(ds(), *id);
     EXPECT_TRUE(v.is_ok()) << v.status().message();
     return v ? *v : nullptr;
   }
@@ -91,6 +91,7 @@ class OpportunisticTest : public ViewsFixture {
 
   Generated g_;
   std::map<std::string, uint64_t> ids_;
+  mutable ViewRegistry views_;  // the dataset's view ids, as the Namespace keeps them
 };
 
 // Readiness chosen by the test: every third planned position.

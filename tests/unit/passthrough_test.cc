@@ -14,11 +14,11 @@
 
 #include <gtest/gtest.h>
 
-#include "fs/backend_fs.h"
-#include "fs/config.h"
-#include "fs/dataset.h"
-#include "fs/fuse_passthrough.h"
-#include "fs/namespace.h"
+#include "fs/dataset/backend_fs.h"
+#include "fs/config/config.h"
+#include "fs/dataset/dataset.h"
+#include "fs/kernel/backing_files.h"
+#include "fs/namespace/namespace.h"
 #include "temp_dir.h"
 
 namespace dlfs::fs {
@@ -243,7 +243,7 @@ TEST_F(PassthroughNamespaceTest, OffMeansNoFileIsPassedThrough) {
   EXPECT_TRUE(datasets_[0]->passthrough()) << datasets_[0]->backend_fs();
 }
 
-// The push at isatty() (fs/fuse_adapter.cc, op_ioctl): a raw file is pushed
+// The push at isatty() (fs/kernel/fuse_ops.cc, op_ioctl): a raw file is pushed
 // only once it is in memory, only when small enough, and only once.
 TEST_F(PassthroughNamespaceTest, ARawFileIsClaimedForAPushOnceWhenInMemoryAndSmallEnough) {
   const uint64_t f1 = ino("f1"), f2 = ino("f2");

@@ -1,7 +1,7 @@
-// RawOverlays (fs/raw_overlay.h) without mounting: the option string overlayfs
+// RawOverlays (fs/kernel/raw_overlay.h) without mounting: the option string overlayfs
 // parses, and a mode that mounts nothing. The mounts themselves are tested
 // through a real dlfsd in tests/integration/36_raw_overlay.sh.
-#include "fs/raw_overlay.h"
+#include "fs/kernel/raw_overlay.h"
 
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 // Format "tar" (WebDataset shards, provenance/format_tar.cc): the test writes
-// shards itself (ustar headers from fs/tar_format.h, GNU long names, pax
+// shards itself (ustar headers from fs/views/tar_format.h, GNU long names, pax
 // path= records with a non-ASCII long name, a global pax header, directory
 // entries, "./" prefixes), groups their members by key on its own, and
 // checks the epoch views: every group whole, with its members' names and
@@ -12,7 +12,7 @@
 #include <numeric>
 
 #include "common/unique_fd.h"
-#include "fs/tar_format.h"
+#include "fs/views/tar_format.h"
 #include "provenance/sample_groups.h"
 #include "provenance/tar_shard_scan.h"
 #include "views_test_util.h"

@@ -2,7 +2,7 @@
 // order, readers that jump, and when it is off or the kernel refuses. The
 // kernel's side (pages really leaving the page cache) is checked through a
 // mount in tests/integration/34_view_drop_behind.sh.
-#include "fs/view_drop_behind.h"
+#include "fs/kernel/drop_behind.h"
 
 #include <cerrno>
 #include <mutex>

@@ -1,8 +1,8 @@
-// ViewRegistry (fs/view_registry.h): one id per (epoch, W, rank), the views
+// ViewRegistry (fs/views/view_registry.h): one id per (epoch, W, rank), the views
 // used most recently kept (16), clean errors for ids and keys that name no
 // view; and the Namespace's answers for view names and inode numbers that are
 // not views, names past NAME_MAX and entries of long member paths.
-#include "fs/view_registry.h"
+#include "fs/views/view_registry.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -24,7 +24,8 @@ class ViewRegistryTest : public ViewsFixture {
     p.world_size = 2;
     open("data", g_, p);
   }
-  ViewRegistry& reg() const { return ds().views(); }
+  // The dataset's view ids, as the Namespace keeps them (destroyed before the dataset).
+  ViewRegistry& reg() const { return reg_; }
   std::shared_ptr<const EpochView> get(const ViewKey& key) const {
     auto id = reg().id_of(key);
     EXPECT_TRUE(id.is_ok()) << id.status().message();
@@ -33,6 +34,7 @@ class ViewRegistryTest : public ViewsFixture {
     return v ? *v : nullptr;
   }
   Generated g_;
+  mutable ViewRegistry reg_;
 };
 
 TEST_F(ViewRegistryTest, OneIdPerKeyAndKeysRoundTrip) {
@@ -160,21 +162,21 @@ TEST_F(ViewRegistryTest, LookupsPinForgetsReleaseListingsOnlyWhenKept) {
   auto tar = ns_->lookup(world->ino, "1.tar");
   ASSERT_TRUE(tar.is_ok());
   const auto id = static_cast<uint32_t>(decode_ino(tar->ino)->index);
-  const uint64_t after_lookup = reg().pins(id);
+  const uint64_t after_lookup = ns_->views(0).pins(id);
   EXPECT_GE(after_lookup, 1u);
   ns_->forget(tar->ino, 1);
-  EXPECT_EQ(reg().pins(id), after_lookup - 1);
+  EXPECT_EQ(ns_->views(0).pins(id), after_lookup - 1);
   auto count_entries = [&](bool plus) {
     uint64_t n = 0;
     Status s = ns_->readdir(world->ino, 0, [&](std::string_view, const Attr&, uint64_t) { return ++n, true; }, plus);
     EXPECT_TRUE(s.is_ok()) << s.message();
     return n;
   };
-  const uint64_t before = reg().pins(id);
+  const uint64_t before = ns_->views(0).pins(id);
   count_entries(false);
-  EXPECT_EQ(reg().pins(id), before) << "a plain listing hands the kernel no inode";
+  EXPECT_EQ(ns_->views(0).pins(id), before) << "a plain listing hands the kernel no inode";
   count_entries(true);
-  EXPECT_GT(reg().pins(id), before) << "readdirplus entries are kept by the kernel";
+  EXPECT_GT(ns_->views(0).pins(id), before) << "readdirplus entries are kept by the kernel";
 }
 
 TEST_F(ViewRegistryTest, ConcurrentLookupsAgreeOnIds) {

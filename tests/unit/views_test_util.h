@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "fs/config.h"
-#include "fs/dataset.h"
-#include "fs/inode.h"
-#include "fs/namespace.h"
+#include "fs/config/config.h"
+#include "fs/dataset/dataset.h"
+#include "fs/namespace/inode.h"
+#include "fs/namespace/namespace.h"
 #include "plan/epoch_plan.h"
 #include "temp_dir.h"
 #include "tfrecord_test_util.h"

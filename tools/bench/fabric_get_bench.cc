@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
   app.add_option("--inflight", inflight, "gets in flight at once")->check(CLI::Range(1, 1024));
   app.add_option("--repeat", repeat, "measurements per point (the best is printed)")->check(CLI::Range(1, 100));
   CLI11_PARSE(app, argc, argv);
-  mallopt(M_MMAP_THRESHOLD, 128 * 1024);  // as dlfsd (fs/main.cc): large blocks come from mmap
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);  // as dlfsd (fs/daemon/main.cc): large blocks come from mmap
   auto total = parse_size(bytes);
   if (!total) {
     std::fprintf(stderr, "--bytes: %s\n", total.status().message().c_str());

@@ -69,7 +69,7 @@ the same backend and against `files` of the local backend) and then medianed. FU
 requests per sample come from the dlfsd's stats ("fuse": {"requests": per-opcode
 counts}, read with the build's dlfs-ctl over the control socket, else from
 /.dlfs/stats) when it has them, else n/a. Each run in the JSON also says whether
-the dlfsd had raw/ under its overlay ("raw_overlay": fs/raw_overlay.h, on by default
+the dlfsd had raw/ under its overlay ("raw_overlay": fs/kernel/raw_overlay.h, on by default
 as root; --dlfsd-arg=--raw-overlay=off turns it off): Python's open() then sends
 no isatty() ioctl, the overlay's lookup a getxattr instead.
 
@@ -284,7 +284,7 @@ def fuse_counts(stats):
 
 
 def raw_under_overlay(stats):
-    """Whether the dlfsd had its dataset's raw/ under its overlay (fs/raw_overlay.h:
+    """Whether the dlfsd had its dataset's raw/ under its overlay (fs/kernel/raw_overlay.h:
     Python's open() then sends no isatty() ioctl to it), None if its stats do not say."""
     o = ((stats or {}).get("fuse") or {}).get("raw_overlay")
     return bool(o.get("mounted")) if isinstance(o, dict) else None

@@ -99,7 +99,7 @@ def dlfs_loaded(mnt):
 
 
 def raw_overlays_settled(stats):
-    """Whether dlfsd is done with the overlays over raw/ (fs/raw_overlay.h): where
+    """Whether dlfsd is done with the overlays over raw/ (fs/kernel/raw_overlay.h): where
     its stats say the overlay is in effect ("mode" not "off"), it mounts one per
     dataset just after the dataset's load, and a measurement must not start with
     raw/ changing under it."""

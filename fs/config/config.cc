@@ -1,0 +1,66 @@
+// The config values that need the machine: the job token file, the memory budget.
+#include "fs/config/config.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include <spdlog/fmt/fmt.h>
+
+#include "common/units.h"
+
+namespace dlfs::fs {
+
+Result<std::string> load_job_token(const DaemonConfig& c) {
+  if (!c.token.empty() && !c.token_file.empty())
+    return Status(EINVAL, "cluster: set token or token_file, not both");
+  if (c.token_file.empty()) return c.token;
+  const std::string what = "job token file '" + c.token_file + "'";
+  int fd = ::open(c.token_file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return Status::from_errno(errno, what);
+  struct stat st {};
+  ::fstat(fd, &st);
+  std::string token;
+  Status s;
+  if (!S_ISREG(st.st_mode)) s = Status(EINVAL, what + " is not a regular file");
+  else if (st.st_mode & 077)
+    s = Status(EPERM, what + " can be read by others (mode " + fmt::format("{:o}", st.st_mode & 0777) +
+                          "): chmod 600 it");
+  else if (st.st_uid != ::geteuid()) s = Status(EPERM, what + " is not owned by the daemon's user");
+  else if (st.st_size > 4096) s = Status(EINVAL, what + " is larger than 4 KiB: is it the right file?");
+  else {
+    token.resize(static_cast<size_t>(st.st_size));
+    ssize_t n = ::read(fd, token.data(), token.size());
+    if (n < 0) s = Status::from_errno(errno, what);
+    else token.resize(static_cast<size_t>(n));
+  }
+  ::close(fd);
+  if (!s) return s;
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  if (token.empty()) return Status(EINVAL, what + " is empty");
+  return token;
+}
+
+Result<uint64_t> resolve_memory_budget(const std::string& text, uint64_t physical_bytes) {
+  if (!text.empty() && text.back() == '%') {
+    double pct = 0;
+    try {
+      size_t pos = 0;
+      pct = std::stod(text.substr(0, text.size() - 1), &pos);
+      if (pos != text.size() - 1) throw std::invalid_argument("trailing");
+    } catch (...) {
+      return Status(EINVAL, "memory budget '" + text + "' is not a percentage such as \"50%\"");
+    }
+    // Written so that NaN ("nan%", which stod reads) fails too: it compares false.
+    if (!(pct > 0 && pct <= 100)) return Status(EINVAL, "memory budget '" + text + "' must be between 0% and 100%");
+    return static_cast<uint64_t>(static_cast<double>(physical_bytes) * pct / 100.0);
+  }
+  auto r = parse_size(text);
+  if (!r) return r.status().with_context("memory budget");
+  return *r;
+}
+
+}  // namespace dlfs::fs

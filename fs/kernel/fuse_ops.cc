@@ -1,0 +1,553 @@
+#include "fs/kernel/fuse_ops.h"
+
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "fs/kernel/fuse_wire.h"
+
+namespace dlfs::fs {
+namespace {
+
+constexpr uint32_t kMiB = 1u << 20;
+// What a prefetch reads of a file passed through: the first MiB, what one
+// read request asks for at most.
+constexpr off_t kPrefetchBytes = kMiB;
+
+FuseContext& ctx(fuse_req_t req) { return *static_cast<FuseContext*>(fuse_req_userdata(req)); }
+void count(fuse_req_t req, FuseOp op) { ctx(req).counters.add(op); }
+
+struct stat to_stat(const Attr& a) {
+  struct stat st {};
+  st.st_ino = a.ino;
+  st.st_mode = a.mode;
+  st.st_nlink = a.nlink;
+  st.st_size = static_cast<off_t>(a.size);
+  st.st_uid = a.uid;
+  st.st_gid = a.gid;
+  st.st_blksize = kMiB;  // hints readers (and cp, tar) to use 1 MiB reads
+  st.st_blocks = static_cast<blkcnt_t>((a.size + 511) / 512);
+  st.st_mtim.tv_sec = a.mtime_ns / 1000000000;
+  st.st_mtim.tv_nsec = a.mtime_ns % 1000000000;
+  st.st_ctim = st.st_mtim;
+  st.st_atim = st.st_mtim;
+  return st;
+}
+
+fuse_entry_param to_entry(const Attr& a, const FuseOptions& o) {
+  fuse_entry_param e{};
+  e.ino = a.ino;
+  e.generation = 1;
+  e.attr = to_stat(a);
+  e.attr_timeout = o.attr_timeout_s;
+  // A generated file's name must be looked up again at the next open.
+  e.entry_timeout = a.fresh_each_lookup ? 0 : o.entry_timeout_s;
+  return e;
+}
+
+// Failures other than "not found" are worth a line in the log, with the
+// process that asked (a user's training job is easier to find by pid).
+void reply_error(fuse_req_t req, const Status& s, const char* op) {
+  if (s.err() != ENOENT) spdlog::debug("{} by pid {}: {}", op, fuse_req_ctx(req)->pid, s.message());
+  fuse_reply_err(req, s.err());
+}
+
+// Catch-all guard: a C callback must never let an exception escape.
+template <typename F>
+void guarded(fuse_req_t req, const char* op, F&& body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    spdlog::error("{} by pid {}: unexpected exception: {}", op, fuse_req_ctx(req)->pid, e.what());
+    fuse_reply_err(req, EIO);
+  } catch (...) {
+    spdlog::error("{} by pid {}: unexpected exception", op, fuse_req_ctx(req)->pid);
+    fuse_reply_err(req, EIO);
+  }
+}
+
+// A request inside a dataset whose scan (or cluster join) is not done is
+// parked with its replay and the worker goes back to the queue: the replay
+// runs, and answers, when the dataset is ready (or failed: EIO). Workers never
+// block on a scan, so /.dlfs/stats and ready datasets answer meanwhile
+// however many readers wait (fs/dataset/dataset_slot.h).
+bool parked(fuse_req_t req, fuse_ino_t ino, bool attr_only, std::function<void()> replay) {
+  const DatasetSlot* slot = ctx(req).ns->unsettled_slot(ino, attr_only);
+  return slot && slot->park(std::move(replay));
+}
+
+void op_init(void* userdata, fuse_conn_info* conn) {
+  auto& c = *static_cast<FuseContext*>(userdata);
+  // Nothing is kept per open (every file reads by inode, fs/namespace/namespace.h): a
+  // kernel that can do without OPEN/RELEASE and OPENDIR/RELEASEDIR is told
+  // so by the first ENOSYS answer (op_open, op_opendir) and stops sending
+  // them: a reader's open/read/close of a cached file costs no round trip.
+  // FLUSH goes the same way (op_flush). Both are capabilities only: there is
+  // nothing to ask for in `want`.
+  c.kernel_skips_open = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
+  c.kernel_skips_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
+  // 1 MiB requests: the largest libfuse 3.14 allows.
+  conn->max_read = kMiB;  // must match the max_read mount option
+  conn->max_readahead = kMiB;
+  conn->max_write = kMiB;  // also sets the kernel's max_pages, which bounds read requests
+  if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
+  conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;  // always plus: find/ls -l get attrs in one go
+  if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
+  if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) {
+    conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+    ask_parallel_dirops_in_init_reply();  // libfuse 3.14 leaves it out of the reply (fs/kernel/fuse_wire.h)
+  }
+  // The data never changes: no need to invalidate on mtime changes.
+  conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+  conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;  // also: the kernel takes no passthrough with it
+  // Raw files not in memory yet are read by the kernel from the backend
+  // while datasets load (fs/kernel/backing_files.h); the INIT reply, written
+  // after this returns on this thread, asks for it.
+  if (c.passthrough.wanted && c.passthrough.offered.load(std::memory_order_acquire)) ask_passthrough_in_init_reply();
+  // Requests through one io_uring queue per CPU (fs/kernel/fuse_uring.h).
+  if (c.uring_wire.wanted && c.uring_wire.offered.load(std::memory_order_acquire)) ask_uring_in_init_reply();
+  // max_background stays at the kernel's default: raising it to 64 made cold
+  // sequential reads ~20% slower here (more readahead requests in flight than
+  // two cores can serve), measured with tools/bench/run_bench.py.
+}
+
+// Whether the kernel will pass `ino` through if it is opened now: INIT
+// agreed on passthrough, the window is open and it is a raw file not in
+// memory yet (which implies its dataset loads).
+bool would_pass_through(const FuseContext& c, uint64_t ino) {
+  return c.passthrough.negotiated.load(std::memory_order_acquire) &&
+         !c.passthrough_over.load(std::memory_order_acquire) && c.ns->wants_passthrough(ino);
+}
+
+void do_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  guarded(req, "lookup", [&] {
+    FuseContext& c = ctx(req);  // req is gone once answered
+    auto a = c.ns->lookup(parent, name);
+    if (!a) return reply_error(req, a.status(), "lookup");
+    auto e = to_entry(*a, c.options);
+    fuse_reply_entry(req, &e);
+    // A name the kernel does not know yet is looked up by an open(path)
+    // on its way to OPEN: while such a file would be passed through, start
+    // its backend read now, so that the LOOKUP and OPEN round trips overlap
+    // the device's work. Measured: docs/benchmarks.md, session 24.
+    try {  // answered already: nothing may reach guarded()'s error reply
+      if (would_pass_through(c, a->ino)) {
+        if (UniqueFd fd = c.ns->prefetch_backend_file(a->ino, kPrefetchBytes); fd.valid())
+          c.prefetched.put(a->ino, std::move(fd));
+      }
+    } catch (...) {
+    }
+  });
+}
+
+void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  count(req, FuseOp::lookup);
+  if (parked(req, parent, false, [req, parent, n = std::string(name)] { do_lookup(req, parent, n.c_str()); })) return;
+  do_lookup(req, parent, name);
+}
+
+// FORGET has no reply; guarded() is for requests that need one.
+void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  count(req, FuseOp::forget);
+  ctx(req).ns->forget(ino, nlookup);
+  fuse_reply_none(req);
+}
+
+void op_forget_multi(fuse_req_t req, size_t n, fuse_forget_data* forgets) {
+  for (size_t i = 0; i < n; ++i) {
+    count(req, FuseOp::forget);
+    ctx(req).ns->forget(forgets[i].ino, forgets[i].nlookup);
+  }
+  fuse_reply_none(req);
+}
+
+void do_getattr(fuse_req_t req, fuse_ino_t ino) {
+  guarded(req, "getattr", [&] {
+    auto a = ctx(req).ns->getattr(ino);
+    if (!a) return reply_error(req, a.status(), "getattr");
+    auto st = to_stat(*a);
+    fuse_reply_attr(req, &st, ctx(req).options.attr_timeout_s);
+  });
+}
+
+void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  count(req, FuseOp::getattr);
+  if (parked(req, ino, true, [req, ino] { do_getattr(req, ino); })) return;
+  do_getattr(req, ino);
+}
+
+void do_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  guarded(req, "opendir", [&] {
+    Status s = ctx(req).ns->opendir(ino);
+    if (!s) return reply_error(req, s, "opendir");
+    // The kernel then opens every directory itself, with its listing cached
+    // (FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE): as below, without this request.
+    if (ctx(req).kernel_skips_opendir) return static_cast<void>(fuse_reply_err(req, ENOSYS));
+    fi->cache_readdir = 1;  // listings never change
+    fi->keep_cache = 1;
+    fuse_reply_open(req, fi);
+  });
+}
+
+void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  count(req, FuseOp::opendir);
+  if (parked(req, ino, false, [req, ino, f = *fi]() mutable { do_opendir(req, ino, &f); })) return;
+  do_opendir(req, ino, fi);
+}
+
+void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
+  std::vector<char> buf(size);
+  size_t used = 0;
+  const auto& o = ctx(req).options;
+  auto add = [&](std::string_view name, const Attr& a, uint64_t next) {
+    std::string n(name);
+    size_t need;
+    if (plus) {
+      auto e = to_entry(a, o);
+      if (a.lookup_only) {  // the name only: the kernel looks it up when used
+        e.ino = 0;
+        e.entry_timeout = e.attr_timeout = 0;
+      }
+      need = fuse_add_direntry_plus(req, buf.data() + used, size - used, n.c_str(), &e, static_cast<off_t>(next));
+    } else {
+      auto st = to_stat(a);
+      need = fuse_add_direntry(req, buf.data() + used, size - used, n.c_str(), &st, static_cast<off_t>(next));
+    }
+    if (need > size - used) return false;
+    used += need;
+    return true;
+  };
+  Status s = ctx(req).ns->readdir(ino, static_cast<uint64_t>(off), add, plus);
+  if (!s) return reply_error(req, s, "readdir");
+  fuse_reply_buf(req, buf.data(), used);
+}
+
+void guarded_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
+  guarded(req, plus ? "readdirplus" : "readdir", [&] { do_readdir(req, ino, size, off, plus); });
+}
+
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+  count(req, FuseOp::readdir);
+  if (parked(req, ino, false, [=] { guarded_readdir(req, ino, size, off, false); })) return;
+  guarded_readdir(req, ino, size, off, false);
+}
+
+void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+  count(req, FuseOp::readdirplus);
+  if (parked(req, ino, false, [=] { guarded_readdir(req, ino, size, off, true); })) return;
+  guarded_readdir(req, ino, size, off, true);
+}
+
+void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
+  count(req, FuseOp::releasedir);
+  fuse_reply_err(req, 0);
+}
+
+// Whether opens still get real replies, for passthrough: while INIT agreed
+// on it and a dataset loads. The first open after that ends the window for
+// good (as the first ENOSYS ends OPEN requests for good).
+// Ends the window (once: the first caller logs why); files kept open for
+// OPENs that will no longer come are closed.
+void end_passthrough_window(FuseContext& c, spdlog::level::level_enum level, const std::string& why) {
+  if (c.passthrough_over.exchange(true)) return;
+  spdlog::log(level, "{}", why);
+  c.prefetched.clear();
+}
+
+bool passthrough_window(FuseContext& c) {
+  if (!c.passthrough.negotiated.load(std::memory_order_acquire) || c.passthrough_over.load(std::memory_order_acquire))
+    return false;
+  if (c.ns->passthrough_loading()) return true;
+  end_passthrough_window(c, spdlog::level::info, "datasets loaded: raw files are served from memory only");
+  return false;
+}
+
+// A raw file's open in the passthrough window: from its backend file if it
+// is not wholly in memory yet, else ordinary; the inode's other open files
+// decide first (fs/kernel/backing_files.h: the kernel wants one kind per inode).
+void reply_open_in_window(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  FuseContext& c = ctx(req);
+  BackingFiles::Open o;
+  bool read_ahead = false;  // a LOOKUP started reading this file already
+  if (c.ns->wants_passthrough(ino)) {
+    Status refused;
+    auto source = [&] {
+      UniqueFd kept = c.prefetched.take(ino);
+      read_ahead = kept.valid();
+      return c.ns->open_backend_file(ino, std::move(kept));
+    };
+    o = c.backing.open_passthrough(ino, source, &refused);
+    if (!refused.is_ok())  // e.g. not root: ask no more
+      end_passthrough_window(c, spdlog::level::warn, "FUSE passthrough is off from now on: " + refused.message());
+  } else {
+    o = c.backing.open_cached(ino);
+  }
+  fi->fh = static_cast<uint64_t>(o.mode);
+  if (o.mode != OpenMode::passthrough) return static_cast<void>(fuse_reply_open(req, fi));
+  fi->keep_cache = 0;  // the FUSE page cache plays no part
+  reply_open_passthrough(req, fi, o.backing_id);
+  // The reader reads the file next: start the backend's read of its first
+  // MiB (what one read request asks for at most) now, on this thread, while
+  // the reader wakes up, instead of when its read arrives. After the reply,
+  // so that it does not delay it. Not again when its LOOKUP did (do_lookup).
+  if (o.backend.valid() && !read_ahead) (void)::posix_fadvise(o.backend.get(), 0, kPrefetchBytes, POSIX_FADV_WILLNEED);
+}
+
+// Nothing to keep per open. Where the kernel can skip OPEN, the first one
+// is answered ENOSYS (after the checks: it is still a real open) and the
+// kernel sends no OPEN, FLUSH or RELEASE again; the open files then keep the
+// page cache, as below (immutable files, and generated ones have a number per
+// lookup). While datasets load with passthrough, opens are answered instead
+// (reply_open_in_window) and the ENOSYS waits for the load to end.
+void do_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  guarded(req, "open", [&] {
+    Status s = ctx(req).ns->open(ino, fi->flags);
+    if (!s) return reply_error(req, s, "open");
+    const bool window = passthrough_window(ctx(req));
+    if (ctx(req).kernel_skips_open && !window) return static_cast<void>(fuse_reply_err(req, ENOSYS));
+    fi->keep_cache = 1;
+    fi->noflush = 1;
+    fi->fh = static_cast<uint64_t>(OpenMode::plain);
+    const auto n = decode_ino(ino);
+    if (window && n && n->kind == NodeKind::raw_file) return reply_open_in_window(req, ino, fi);
+    fuse_reply_open(req, fi);
+  });
+}
+
+void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  count(req, FuseOp::open);
+  if (parked(req, ino, false, [req, ino, f = *fi]() mutable { do_open(req, ino, &f); })) return;
+  do_open(req, ino, fi);
+}
+
+// ENOSYS, as libfuse answers when there is no handler: the kernel then stops
+// sending FLUSH on this connection. Handled only to be counted.
+void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
+  count(req, FuseOp::flush);
+  fuse_reply_err(req, ENOSYS);
+}
+
+// Puts raw file ino, all of it, in the kernel's page cache
+// (fuse_lowlevel_notify_store), when it is small, in memory and not pushed
+// since the kernel made its inode. Before the ioctl's reply: the reader is waiting in isatty(),
+// and its read comes right after, so it finds the pages there and sends no
+// READ (the same for the overlay's getxattr at lookup, below).
+// A push can wait for a page lock (another reader of the same file with a
+// READ in flight, which another worker answers): at most push_slots workers
+// push at once, so that some are always free to answer.
+void push_raw_file(FuseContext& c, fuse_ino_t ino) {
+  // While datasets load with passthrough, files may be open in both kinds:
+  // leave their page cache alone until the window is over.
+  if (c.raw_push_size == 0 || !c.session || passthrough_window(c)) return;
+  if (c.pushing.fetch_add(1, std::memory_order_acquire) >= c.push_slots) {
+    c.pushing.fetch_sub(1, std::memory_order_release);
+    return;
+  }
+  try {
+    const std::span<const std::byte> bytes = c.ns->claim_raw_push(ino, c.raw_push_size);
+    if (!bytes.empty()) {
+      fuse_bufvec buf = FUSE_BUFVEC_INIT(bytes.size());
+      buf.buf[0].mem = const_cast<std::byte*>(bytes.data());  // libfuse only reads it
+      // On failure the read reaches dlfsd, as without a push.
+      if (fuse_lowlevel_notify_store(c.session, ino, 0, &buf, fuse_buf_copy_flags{}) == 0)
+        c.ns->count_raw_push(ino, bytes.size());
+    }
+  } catch (...) {  // a push is an optimisation: the reader's read works without it
+  }
+  c.pushing.fetch_sub(1, std::memory_order_release);
+}
+
+// No file here is a terminal or has flags to set: ENOTTY, what a disk
+// filesystem answers. Handled to be counted, because the kernel forwards
+// every ioctl on a FUSE file (there is no "no ioctl" capability to cache, as
+// there is for OPEN): Python before 3.14 calls isatty() (TCGETS) in every
+// open() with default buffering, so each open of a raw file costs this one
+// round trip (docs/benchmarks.md, "Python's open()"). The round trip is
+// used: the file's read follows, and its bytes are pushed first.
+void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void*, fuse_file_info*, unsigned, const void*, size_t,
+              size_t) {
+  count(req, FuseOp::ioctl);
+  if (cmd == TCGETS) push_raw_file(ctx(req), ino);
+  fuse_reply_err(req, ENOTTY);
+}
+
+void op_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  count(req, FuseOp::release);
+  // fh is the OpenMode do_open chose (plain for every open outside the window).
+  if (fi->fh <= static_cast<uint64_t>(OpenMode::passthrough)) ctx(req).backing.release(ino, static_cast<OpenMode>(fi->fh));
+  fuse_reply_err(req, 0);
+}
+
+// Sends what the gather holds: one contiguous run (the common case: a piece
+// of resident memory) goes with fuse_reply_buf, without the iovec array
+// fuse_reply_iov allocates and copies for every reply.
+void reply_gather(fuse_req_t req, const cache::Gather& gather) {
+  if (gather.count() == 0) fuse_reply_buf(req, nullptr, 0);
+  else if (gather.count() == 1)
+    fuse_reply_buf(req, static_cast<const char*>(gather.iov()[0].iov_base), gather.iov()[0].iov_len);
+  else fuse_reply_iov(req, gather.iov(), gather.count());
+}
+
+void do_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
+  guarded(req, "read", [&] {
+    // One Gather per worker thread: no allocation per request once warm.
+    // Round buffers it points into stay pinned until the reply is sent.
+    thread_local cache::Gather gather;
+    ViewDropBehind* drop_behind = ctx(req).drop_behind;  // req is gone once answered
+    Status s = ctx(req).ns->read(ino, static_cast<uint64_t>(off), size, gather);
+    if (!s) {
+      gather.release();
+      spdlog::warn("read of inode {} at {} (+{}) by pid {}: {}", ino, off, size, fuse_req_ctx(req)->pid, s.message());
+      return static_cast<void>(fuse_reply_err(req, s.err()));
+    }
+    reply_gather(req, gather);
+    const size_t served = gather.bytes();
+    gather.release();
+    // After the reply: the reader is not kept waiting for this bookkeeping.
+    if (drop_behind) {
+      const auto n = decode_ino(ino);
+      if (n && n->kind == NodeKind::view) drop_behind->served(ino, static_cast<uint64_t>(off), served);
+    }
+  });
+}
+
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+  count(req, FuseOp::read);
+  if (parked(req, ino, false, [=] { do_read(req, ino, size, off); })) return;
+  do_read(req, ino, size, off);
+}
+
+void op_statfs(fuse_req_t req, fuse_ino_t) {
+  count(req, FuseOp::statfs);
+  guarded(req, "statfs", [&] {
+    auto t = ctx(req).ns->totals();
+    struct statvfs sv {};
+    sv.f_bsize = kMiB;
+    sv.f_frsize = 4096;
+    sv.f_blocks = (t.bytes + 4095) / 4096;
+    sv.f_files = t.files;
+    sv.f_namemax = 255;
+    sv.f_flag = ST_RDONLY;
+    fuse_reply_statfs(req, &sv);
+  });
+}
+
+// size 0 asks for the length; a buffer too small is ERANGE (getxattr(2)).
+void reply_xattr_value(fuse_req_t req, const std::string& value, size_t size) {
+  if (size == 0) fuse_reply_xattr(req, value.size());
+  else if (size < value.size()) fuse_reply_err(req, ERANGE);
+  else fuse_reply_buf(req, value.data(), value.size());
+}
+
+void do_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  guarded(req, "getxattr", [&] {
+    auto v = ctx(req).ns->getxattr(ino, name);
+    if (!v) return static_cast<void>(fuse_reply_err(req, v.status().err()));
+    reply_xattr_value(req, *v, size);
+  });
+}
+
+// The overlay over raw/ (fs/kernel/raw_overlay.h) asks each raw file it looks up for
+// its "trusted.overlay.metacopy" before the reader opens it: as the isatty()
+// ioctl without the overlay, that round trip is used to push the file's bytes.
+// Once per kernel inode (a FORGET allows the next push, Namespace::forget): a
+// stat() through the overlay also looks the file up, and a metadata walk must
+// not copy every file into the page cache more than once.
+bool is_overlay_probe(const char* name) { return std::string_view(name) == "trusted.overlay.metacopy"; }
+
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  count(req, FuseOp::getxattr);
+  if (is_overlay_probe(name)) push_raw_file(ctx(req), ino);  // nothing for other than raw files
+  if (parked(req, ino, false, [req, ino, n = std::string(name), size] { do_getxattr(req, ino, n.c_str(), size); }))
+    return;
+  do_getxattr(req, ino, name, size);
+}
+
+void do_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  guarded(req, "listxattr", [&] {
+    auto names = ctx(req).ns->listxattr(ino);
+    if (!names) return static_cast<void>(fuse_reply_err(req, names.status().err()));
+    std::string list;
+    for (const auto& n : *names) list += n + '\0';
+    reply_xattr_value(req, list, size);
+  });
+}
+
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  count(req, FuseOp::listxattr);
+  if (parked(req, ino, false, [=] { do_listxattr(req, ino, size); })) return;
+  do_listxattr(req, ino, size);
+}
+
+// Every write-like operation: EROFS (the mount is also "ro", so the kernel
+// usually refuses first; these are the belt to its braces).
+void erofs(fuse_req_t req) {
+  count(req, FuseOp::write);
+  fuse_reply_err(req, EROFS);
+}
+void op_setattr(fuse_req_t req, fuse_ino_t, struct stat*, int, fuse_file_info*) { erofs(req); }
+void op_mknod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { erofs(req); }
+void op_mkdir(fuse_req_t req, fuse_ino_t, const char*, mode_t) { erofs(req); }
+void op_unlink(fuse_req_t req, fuse_ino_t, const char*) { erofs(req); }
+void op_rmdir(fuse_req_t req, fuse_ino_t, const char*) { erofs(req); }
+void op_symlink(fuse_req_t req, const char*, fuse_ino_t, const char*) { erofs(req); }
+void op_rename(fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned) { erofs(req); }
+void op_link(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { erofs(req); }
+void op_write(fuse_req_t req, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) { erofs(req); }
+void op_create(fuse_req_t req, fuse_ino_t, const char*, mode_t, fuse_file_info*) { erofs(req); }
+void op_setxattr(fuse_req_t req, fuse_ino_t, const char*, const char*, size_t, int) { erofs(req); }
+void op_removexattr(fuse_req_t req, fuse_ino_t, const char*) { erofs(req); }
+void op_fallocate(fuse_req_t req, fuse_ino_t, int, off_t, off_t, fuse_file_info*) { erofs(req); }
+
+fuse_lowlevel_ops make_ops() {
+  fuse_lowlevel_ops ops{};
+  ops.init = op_init;
+  ops.lookup = op_lookup;
+  ops.getattr = op_getattr;
+  ops.opendir = op_opendir;
+  ops.readdir = op_readdir;
+  ops.readdirplus = op_readdirplus;
+  ops.releasedir = op_releasedir;
+  ops.open = op_open;
+  ops.flush = op_flush;
+  ops.release = op_release;
+  ops.ioctl = op_ioctl;
+  ops.read = op_read;
+  ops.statfs = op_statfs;
+  ops.getxattr = op_getxattr;
+  ops.listxattr = op_listxattr;
+  ops.setattr = op_setattr;
+  ops.mknod = op_mknod;
+  ops.mkdir = op_mkdir;
+  ops.unlink = op_unlink;
+  ops.rmdir = op_rmdir;
+  ops.symlink = op_symlink;
+  ops.rename = op_rename;
+  ops.link = op_link;
+  ops.write = op_write;
+  ops.create = op_create;
+  ops.setxattr = op_setxattr;
+  ops.removexattr = op_removexattr;
+  ops.fallocate = op_fallocate;
+  // No inode table: forgets matter only to epoch view numbers (fs/views/view_registry.h).
+  ops.forget = op_forget;
+  ops.forget_multi = op_forget_multi;
+  return ops;
+}
+
+}  // namespace
+
+const fuse_lowlevel_ops& fuse_operations() {
+  static const fuse_lowlevel_ops ops = make_ops();
+  return ops;
+}
+
+}  // namespace dlfs::fs

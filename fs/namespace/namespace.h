@@ -1,0 +1,180 @@
+// Namespace: the file system's logic, without FUSE.
+//
+//   /                         datasets and .dlfs
+//   /.dlfs/stats              JSON snapshot (generated at each lookup)
+//   /<dataset>/raw/...        the backend tree, read-only, served from memory
+//   /<dataset>/epochs/<e>/<W>/<r>.{tar,bin,index} and <r>/   epoch views
+//                             (namespace_views.cc, docs/views.md)
+//
+// Every operation returns a result or an errno-carrying Status; the FUSE
+// adapter (fuse_adapter.cc) only translates to replies. This keeps the logic
+// unit-testable without a mount. Inode numbers come from fs/namespace/inode.h.
+//
+// Datasets come as slots (fs/dataset/dataset_slot.h): the root lists every configured
+// dataset from the start; anything inside one whose scan is not done waits
+// for it (DatasetSlot::wait) and then answers from the complete dataset, or
+// EIO when its scan failed. The FUSE adapter parks such requests instead
+// (unsettled_slot), so that no worker thread blocks.
+//
+// Thread safety: all methods are const and may run concurrently; datasets are
+// immutable apart from atomics.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "cache/gather.h"
+#include "common/status.h"
+#include "common/unique_fd.h"
+#include "fs/dataset/dataset.h"
+#include "fs/dataset/dataset_slot.h"
+#include "fs/namespace/generated_files.h"
+#include "fs/namespace/inode.h"
+#include "fs/views/view_format.h"
+#include "fs/views/view_registry.h"
+
+namespace dlfs::fs {
+
+struct Attr {
+  uint64_t ino = 0;
+  uint32_t mode = 0;      // type and permission bits
+  uint32_t nlink = 1;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  uint32_t uid = 0, gid = 0;
+  // A generated file (fs/namespace/generated_files.h): its name's entry expires at once,
+  // so that every open looks it up and gets fresh content.
+  bool fresh_each_lookup = false;
+  // Listings give the name but not this inode (a readdirplus entry without
+  // one): its attributes cost work (.index) or are made per lookup.
+  bool lookup_only = false;
+};
+
+struct FsTotals {
+  uint64_t bytes = 0;
+  uint64_t files = 0;
+};
+
+// Adds one directory entry; returns false when the reply buffer is full
+// (the entry was not added and will be offered again at the next call).
+using DirFiller = std::function<bool(std::string_view name, const Attr& attr, uint64_t next_offset)>;
+
+class Namespace {
+ public:
+  // stats_text produces the content of /.dlfs/stats at open time.
+  Namespace(const DatasetSlots& datasets, std::function<std::string()> stats_text, int64_t start_time_ns,
+            uint32_t uid, uint32_t gid);
+  // Over datasets that are ready (the caller keeps them alive).
+  Namespace(const std::vector<std::unique_ptr<Dataset>>& datasets, std::function<std::string()> stats_text,
+            int64_t start_time_ns, uint32_t uid, uint32_t gid);
+
+  // The slot a request on `ino` would wait for (its dataset is still being
+  // scanned or joined), else null. attr_only: the request needs only the
+  // node's attributes (getattr), which a dataset directory has before the scan.
+  const DatasetSlot* unsettled_slot(uint64_t ino, bool attr_only) const;
+
+  Result<Attr> lookup(uint64_t parent, std::string_view name) const;
+  Result<Attr> getattr(uint64_t ino) const;
+  // Directory listing from `offset` (0 = start; "." and ".." first).
+  // kernel_keeps_entries: a readdirplus listing, whose entries (but "." and
+  // "..") the kernel keeps like lookups until it forgets them.
+  Status readdir(uint64_t ino, uint64_t offset, const DirFiller& add, bool kernel_keeps_entries = false) const;
+  // The kernel dropped `nlookup` references to `ino` (FUSE FORGET): epoch
+  // view numbers it no longer holds may be recycled (fs/views/view_registry.h).
+  void forget(uint64_t ino, uint64_t nlookup) const;
+  Status opendir(uint64_t ino) const;
+  // Whether `ino` may be opened with `flags` (as in open(2): anything but
+  // O_RDONLY access is EROFS; a directory is EISDIR). Nothing is kept per
+  // open: every file reads by inode (the kernel need not send OPEN at all).
+  Status open(uint64_t ino, int flags) const;
+  // Starts `out` and gathers up to `size` bytes at `offset` of any file (short at EOF).
+  Status read(uint64_t ino, uint64_t offset, uint64_t size, cache::Gather& out) const;
+  // FUSE passthrough while loading (namespace_passthrough.cc).
+  // Whether a dataset is still scanning or joining, or loading with
+  // passthrough (Dataset::passthrough).
+  bool passthrough_loading() const;
+  // Whether `ino` is a raw file whose dataset loads and some of whose bytes
+  // this node will hold but does not yet: the kernel had better read it from
+  // the backend file than through dlfsd.
+  bool wants_passthrough(uint64_t ino) const;
+  // The bytes of raw file `ino`, in this node's memory, for a push into the
+  // kernel's page cache now (fs/kernel/fuse_ops.cc, op_ioctl): the whole file,
+  // when it has at most `max_size` bytes, all resident in one piece, and was
+  // not pushed since the kernel's inode of it was made (this claims it;
+  // forget() releases the claim). Empty otherwise.
+  std::span<const std::byte> claim_raw_push(uint64_t ino, uint64_t max_size) const;
+  // Counts a push of `bytes` of raw file `ino` in the raw stats: a request
+  // served from memory, and a push.
+  void count_raw_push(uint64_t ino, uint64_t bytes) const;
+  // That raw file's backend file, opened and checked against the scan;
+  // invalid when it cannot be (then reads go through dlfsd, which reports
+  // the error to the reader).
+  // `opened`: that file opened (and checked) a moment ago, by a prefetch.
+  UniqueFd open_backend_file(uint64_t ino, UniqueFd opened = UniqueFd()) const;
+  // Starts reading the first `bytes` of that raw file's backend file into
+  // the page cache (it will be passed through and read soon); returns the
+  // file, open, for the OPEN that follows (invalid when it cannot be opened).
+  UniqueFd prefetch_backend_file(uint64_t ino, uint64_t bytes) const;
+  // Generated files alive (fs/namespace/generated_files.h), for stats.
+  size_t generated_live() const { return generated_.live(); }
+  FsTotals totals() const;
+  // Extended attributes: the epoch views describe their plan (docs/views.md).
+  Result<std::string> getxattr(uint64_t ino, const std::string& name) const;
+  Result<std::vector<std::string>> listxattr(uint64_t ino) const;
+
+  const DatasetSlots& datasets() const { return datasets_; }
+  // The epoch view ids of dataset `i` (fs/views/view_registry.h), for stats and tests.
+  const ViewRegistry& views(size_t i) const { return *views_[i]; }
+
+ private:
+  Result<Attr> attr_of(const NodeId& n) const;
+  // The node's dataset, once its scan is done (waits for it); EIO if it failed.
+  Result<const Dataset*> dataset_of(const NodeId& n) const;
+  // The node's dataset if it is ready, else null; never waits.
+  const Dataset* ready_dataset(const NodeId& n) const;
+  Attr dir_attr(uint64_t ino, uint32_t perms, uint32_t subdirs, int64_t mtime_ns) const;
+  Attr file_attr(uint64_t ino, uint64_t size, int64_t mtime_ns) const;
+  // Epoch views (namespace_views.cc).
+  Result<Attr> view_attr(const NodeId& n) const;
+  Result<Attr> view_lookup(const NodeId& parent, std::string_view name) const;
+  using Emit = std::function<bool(std::string_view name, const Result<Attr>& attr)>;
+  Status view_readdir(const NodeId& n, uint64_t child, const Emit& emit, bool kernel_keeps_entries) const;
+  Status world_readdir(const Dataset& ds, const NodeId& n, uint64_t child, const Emit& emit,
+                       bool kernel_keeps_entries) const;
+  Status read_raw(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const;
+  // A raw file of a ready dataset: its dataset and manifest file id, else
+  // {null, 0} (namespace_passthrough.cc).
+  std::pair<const Dataset*, uint32_t> raw_file_of(uint64_t ino) const;
+  Status read_view(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const;
+  Status read_generated(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const;
+  // A view read's status, named after its dataset on failure; on success the
+  // bytes gathered in `counted` (null: not view traffic) go to its counters.
+  Status counted_view_read(const Dataset* ds, Status s, const cache::Gather* counted) const;
+  Result<Attr> generate(std::shared_ptr<OpenFile> content, uint64_t size, std::shared_ptr<const EpochView> view) const;
+  Result<Attr> generated_attr(const NodeId& n) const;
+  Result<std::shared_ptr<const EpochView>> view_of(const NodeId& n) const;
+
+  // The view ids of the dataset `n` belongs to.
+  ViewRegistry& views_of(const NodeId& n) const { return *views_[n.dataset]; }
+
+  DatasetSlots borrowed_;  // the slots of the second constructor
+  const DatasetSlots& datasets_;
+  // One per dataset, by index: the numbers of the views the kernel may name.
+  // Destroyed before the datasets (their views read through them).
+  std::vector<std::unique_ptr<ViewRegistry>> views_;
+  mutable GeneratedFiles generated_;
+  std::function<std::string()> stats_text_;
+  int64_t start_time_ns_;
+  uint32_t uid_, gid_;
+};
+
+}  // namespace dlfs::fs

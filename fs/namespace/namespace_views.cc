@@ -1,0 +1,244 @@
+// The epoch-view part of the Namespace: /<dataset>/epochs/<e>/<W>/...
+// (layout in docs/views.md). Epochs and world sizes exist when looked up;
+// listings show the configured ones. What a view file is and how it reads
+// belongs to its ViewFormat (fs/views/view_formats.cc); this file only names them.
+#include <sys/stat.h>
+
+#include <charconv>
+
+#include "fs/namespace/namespace.h"
+#include "fs/views/view_format.h"
+
+namespace dlfs::fs {
+namespace {
+
+Status not_found() { return Status(ENOENT, "no such entry"); }
+
+// Decimal without sign, leading zeros or trailing text; nullopt otherwise.
+std::optional<uint64_t> parse_number(std::string_view s) {
+  if (s.empty() || (s.size() > 1 && s[0] == '0')) return std::nullopt;
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+constexpr uint64_t world_index(uint64_t epoch, uint64_t w) { return epoch << 16 | w; }
+constexpr uint64_t entry_index(uint64_t view, uint64_t k) { return view << 24 | k; }
+constexpr uint64_t entry_view(uint64_t index) { return index >> 24; }
+constexpr uint64_t entry_position(uint64_t index) { return index & kMaxEntryPosition; }
+
+// A view's format number comes from its inode number; one that nobody handed
+// out may name no registered format (callers check before format_of).
+bool format_known(const NodeId& n) { return n.format < view_formats().size(); }
+const ViewFormat& format_of(const NodeId& n) { return *view_formats().at(n.format); }
+
+NodeId view_node(uint32_t dataset, size_t format, uint64_t id) {
+  return NodeId{NodeKind::view, dataset, id, static_cast<uint8_t>(format)};
+}
+
+}  // namespace
+
+void Namespace::forget(uint64_t ino, uint64_t nlookup) const {
+  auto n = decode_ino(ino);
+  if (!n) return;
+  // A generated file lives as long as the kernel keeps its inode: the kernel
+  // forgets an inode once, with every lookup it counted.
+  if (n->kind == NodeKind::generated) return generated_.forget(n->index);
+  if (n->kind == NodeKind::raw_file) {  // its pages went with the inode: it may be pushed again
+    if (const auto [ds, f] = raw_file_of(ino); ds) ds->unclaim_push(f);
+    return;
+  }
+  if (n->kind != NodeKind::view) return;  // only view inodes pin anything else
+  // Never waits: the kernel holds no view of a dataset that is not ready.
+  if (ready_dataset(*n)) views_of(*n).release(static_cast<uint32_t>(n->index), nlookup);
+}
+
+Result<std::shared_ptr<const EpochView>> Namespace::view_of(const NodeId& n) const {
+  DLFS_ASSIGN_OR_RETURN(const Dataset* ds, dataset_of(n));
+  if (!format_known(n)) return not_found();
+  const uint64_t id = n.kind == NodeKind::view_entry ? entry_view(n.index) : n.index;
+  return views_of(n).get(*ds, static_cast<uint32_t>(id));
+}
+
+Result<Attr> Namespace::view_attr(const NodeId& n) const {
+  DLFS_ASSIGN_OR_RETURN(const Dataset* ds, dataset_of(n));
+  const uint64_t ino = encode_ino(n);
+  const int64_t mtime = ds->root_mtime_ns();
+  switch (n.kind) {
+    case NodeKind::epochs_dir: return dir_attr(ino, 0555, ds->planner().config().epochs_listed, mtime);
+    case NodeKind::epoch_dir: return dir_attr(ino, 0555, 1, mtime);
+    case NodeKind::world_dir: return dir_attr(ino, 0555, static_cast<uint32_t>(n.index & 0xffff), mtime);
+    case NodeKind::view: {
+      if (!format_known(n)) return not_found();
+      const ViewFormat& f = format_of(n);
+      if (f.is_directory()) return dir_attr(ino, 0555, 0, mtime);
+      auto v = view_of(n);
+      if (!v) return v.status();
+      Attr a = file_attr(ino, f.size(**v), mtime);
+      a.lookup_only = f.size_costs_work();
+      return a;
+    }
+    case NodeKind::view_entry: {
+      auto v = view_of(n);
+      if (!v) return v.status();
+      const uint64_t k = entry_position(n.index);
+      if (k >= (*v)->count()) return not_found();
+      return file_attr(ino, format_of(n).entry_size(**v, k), mtime);
+    }
+    default: return not_found();
+  }
+}
+
+Result<Attr> Namespace::view_lookup(const NodeId& p, std::string_view name) const {
+  DLFS_ASSIGN_OR_RETURN(const Dataset* ds, dataset_of(p));
+  if (!format_known(p)) return not_found();
+  switch (p.kind) {
+    case NodeKind::epochs_dir: {
+      auto e = parse_number(name);
+      if (!e || *e > kMaxEpoch) return not_found();
+      return view_attr({NodeKind::epoch_dir, p.dataset, *e});
+    }
+    case NodeKind::epoch_dir: {
+      auto w = parse_number(name);
+      if (!w || *w < 1 || *w > 65535) return not_found();
+      return view_attr({NodeKind::world_dir, p.dataset, world_index(p.index, *w)});
+    }
+    case NodeKind::world_dir: {
+      const uint64_t epoch = p.index >> 16, w = p.index & 0xffff;
+      auto dot = name.find('.');
+      auto r = parse_number(name.substr(0, dot));
+      if (!r || *r >= w) return not_found();
+      auto format = view_format_index(dot == std::string_view::npos ? "" : name.substr(dot));
+      if (!format || !view_formats()[*format]->applies_to(*ds)) return not_found();
+      auto id = views_of(p).id_of({static_cast<uint32_t>(epoch), static_cast<uint32_t>(w), static_cast<uint32_t>(*r)});
+      if (!id) return id.status();
+      const ViewFormat& f = *view_formats()[*format];
+      if (!f.is_directory()) ds->view_counters().lookups.fetch_add(1, std::memory_order_relaxed);
+      if (f.per_lookup(*ds)) {  // a new stream for this lookup, not an inode naming the view
+        auto v = views_of(p).get(*ds, *id);
+        views_of(p).release(*id);
+        if (!v) return v.status();
+        DLFS_ASSIGN_OR_RETURN(std::unique_ptr<OpenFile> stream, f.open(*v));
+        const uint64_t size = f.size(**v);
+        return generate(std::move(stream), size, *v);
+      }
+      auto a = view_attr(view_node(p.dataset, *format, *id));
+      if (!a) views_of(p).release(*id);  // the kernel gets no inode: it will never forget this pin
+      return a;
+    }
+    case NodeKind::view: {
+      if (!format_of(p).is_directory()) return Status(ENOTDIR, "not a directory");
+      auto v = view_of(p);
+      if (!v) return v.status();
+      auto k = format_of(p).find_entry(**v, name);
+      if (!k || *k > kMaxEntryPosition) return not_found();
+      ds->view_counters().lookups.fetch_add(1, std::memory_order_relaxed);
+      return view_attr({NodeKind::view_entry, p.dataset, entry_index(p.index, *k), p.format});
+    }
+    default: return Status(ENOTDIR, "not a directory");
+  }
+}
+
+Status Namespace::view_readdir(const NodeId& n, uint64_t child, const Emit& emit, bool kernel_keeps_entries) const {
+  DLFS_ASSIGN_OR_RETURN(const Dataset* ds, dataset_of(n));
+  if (!format_known(n)) return not_found();
+  switch (n.kind) {
+    case NodeKind::epochs_dir:
+      for (uint64_t e = child; e < ds->planner().config().epochs_listed; ++e)
+        if (!emit(std::to_string(e), view_attr({NodeKind::epoch_dir, n.dataset, e}))) break;
+      return Status::ok();
+    case NodeKind::epoch_dir: {
+      const uint64_t w = ds->planner().config().world_size;
+      if (child == 0) emit(std::to_string(w), view_attr({NodeKind::world_dir, n.dataset, world_index(n.index, w)}));
+      return Status::ok();
+    }
+    case NodeKind::world_dir: return world_readdir(*ds, n, child, emit, kernel_keeps_entries);
+    case NodeKind::view: {
+      if (!format_of(n).is_directory()) return Status(ENOTDIR, "not a directory");
+      auto v = view_of(n);
+      if (!v) return v.status();
+      const uint64_t count = std::min((*v)->count(), kMaxEntryPosition + 1);
+      for (uint64_t k = child; k < count; ++k)
+        if (!emit(format_of(n).entry_name(**v, k),
+                  view_attr({NodeKind::view_entry, n.dataset, entry_index(n.index, k), n.format})))
+          break;
+      return Status::ok();
+    }
+    default: return Status(ENOTDIR, "not a directory");
+  }
+}
+
+// Each rank's views, in registry order: "<r>", "<r>.index", "<r>.tar", ...
+Status Namespace::world_readdir(const Dataset& ds, const NodeId& n, uint64_t child, const Emit& emit,
+                                bool kernel_keeps_entries) const {
+  const uint64_t epoch = n.index >> 16, w = n.index & 0xffff;
+  std::vector<size_t> formats;
+  for (size_t f = 0; f < view_formats().size(); ++f)
+    if (view_formats()[f]->applies_to(ds)) formats.push_back(f);
+  for (uint64_t c = child; c < w * formats.size(); ++c) {
+    const uint64_t r = c / formats.size();
+    const size_t f = formats[c % formats.size()];
+    auto id = views_of(n).id_of({static_cast<uint32_t>(epoch), static_cast<uint32_t>(w), static_cast<uint32_t>(r)});
+    if (!id) return id.status();
+    const ViewFormat& format = *view_formats()[f];
+    const std::string name = std::to_string(r) + std::string(format.extension());
+    Result<Attr> a = Status::ok();
+    if (format.per_lookup(ds) || format.size_costs_work()) {
+      // Listed by name only: the size is made (or costs work) at lookup.
+      Attr only = file_attr(encode_ino(view_node(n.dataset, f, *id)), 0, ds.root_mtime_ns());
+      only.lookup_only = true;
+      a = only;
+    } else {
+      a = view_attr(view_node(n.dataset, f, *id));
+    }
+    const bool added = emit(name, a);
+    // Only an entry of a readdirplus reply is an inode the kernel keeps (and forgets).
+    if (!(added && kernel_keeps_entries && a && !a->lookup_only)) views_of(n).release(*id);
+    if (!added) break;
+  }
+  return Status::ok();
+}
+
+Status Namespace::read_view(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const {
+  DLFS_ASSIGN_OR_RETURN(const Dataset* ds, dataset_of(n));
+  if (!format_known(n)) return not_found();
+  const ViewFormat& f = format_of(n);
+  if (n.kind == NodeKind::view && f.is_directory()) return Status(EISDIR, "is a directory");
+  const uint64_t id = n.kind == NodeKind::view_entry ? entry_view(n.index) : n.index;
+  auto stream = views_of(n).stream(*ds, static_cast<uint32_t>(id), f.reads_ahead());
+  if (!stream) return stream.status();
+  Status s = n.kind == NodeKind::view ? f.read(*stream, offset, size, out)
+                                      : f.read_entry(*stream, entry_position(n.index), offset, size, out);
+  // The .index is text about the view, not view traffic.
+  return counted_view_read(ds, std::move(s), f.size_costs_work() ? nullptr : &out);
+}
+
+Result<std::string> Namespace::getxattr(uint64_t ino, const std::string& name) const {
+  auto n = decode_ino(ino);
+  if (!n) return not_found();
+  std::shared_ptr<const EpochView> view;
+  if (n->kind == NodeKind::generated) {  // an opportunistic stream describes its view
+    DLFS_ASSIGN_OR_RETURN(const GeneratedFiles::File f, generated_.get(n->index));
+    view = f.view;
+  } else if (n->kind == NodeKind::view) {
+    DLFS_ASSIGN_OR_RETURN(view, view_of(*n));
+  }
+  if (!view) return Status(ENODATA, "no such attribute");
+  std::string value = view->xattr(name);
+  if (value.empty()) return Status(ENODATA, "no such attribute");
+  return value;
+}
+
+Result<std::vector<std::string>> Namespace::listxattr(uint64_t ino) const {
+  auto n = decode_ino(ino);
+  if (!n) return not_found();
+  if (n->kind == NodeKind::generated) {
+    DLFS_ASSIGN_OR_RETURN(const GeneratedFiles::File f, generated_.get(n->index));
+    if (f.view) return EpochView::xattr_names();
+  }
+  if (n->kind != NodeKind::view) return std::vector<std::string>{};
+  return EpochView::xattr_names();
+}
+
+}  // namespace dlfs::fs
