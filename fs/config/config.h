@@ -42,7 +42,7 @@ struct DaemonConfig {
   // kernel from their backend files (FUSE passthrough, fs/kernel/backing_files.h):
   // auto (backends on local file systems, fs/dataset/backend_fs.h), on, off.
   std::string passthrough = "auto";
-  // FUSE requests through one io_uring queue per CPU (fs/kernel/fuse_uring.h):
+  // FUSE requests through one io_uring queue per CPU (fs/kernel/wire/fuse_uring.h):
   // auto (when the kernel offers it), on (also turns the fuse module's
   // enable_uring on, as root), off.
   std::string fuse_uring = "auto";

@@ -116,7 +116,7 @@ std::vector<ConfigKey> daemon_keys() {
           "FUSE requests reach dlfsd through one io_uring queue per CPU, answered on the CPU that sent them, "
           "instead of /dev/fuse (Linux 6.14+): auto (when the kernel offers it: "
           "/sys/module/fuse/parameters/enable_uring is Y), on (also sets that parameter, as root), off "
-          "(fs/kernel/fuse_uring.h)")
+          "(fs/kernel/wire/fuse_uring.h)")
           .choices({"auto", "on", "off"}),
       Key(s, "raw_overlay", "--raw-overlay", Kind::choice, DAEMON(raw_overlay),
           "Each dataset's raw/ under a read-only overlayfs mounted over it (as root), whose files answer ioctls "

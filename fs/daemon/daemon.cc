@@ -11,20 +11,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <filesystem>
-#include <fstream>
 #include <thread>
 
-#include <fuse_lowlevel.h>
 #include <spdlog/spdlog.h>
 
 #include "common/control_protocol.h"
 #include "common/units.h"
 #include "fs/daemon/control_server.h"
 #include "fs/daemon/control_verify.h"
-#include "fs/kernel/fuse_wire.h"
 #include "fs/kernel/mountpoint_check.h"
-#include "fs/kernel/mount_readahead.h"
 #include "fs/daemon/stats.h"
 
 #ifndef DLFS_VERSION
@@ -43,11 +38,6 @@ int64_t now_ns() {
   ::clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
-
-// Handler for the signal used to wake the session loop on `dlfs-ctl unmount`.
-// libfuse's own handlers are installed for TERM/INT/HUP; SIGUSR1 only needs to
-// interrupt the main thread's wait, and fuse_session_exit() was already called.
-void wake_handler(int) {}
 
 // The checks of a dataset root that cost one stat: a missing or unreadable
 // root fails before the mount, with the scan's own words (it checks again).
@@ -131,199 +121,37 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config) {
   d->namespace_ = std::make_unique<Namespace>(
       d->slots_, [raw = d.get()] { return json_text(raw->snapshot(true), 2) + "\n"; }, now_ns(), ::geteuid(),
       ::getegid());
-  d->fuse_context_.ns = d->namespace_.get();
-  d->fuse_context_.options.entry_timeout_s = d->config_.entry_timeout_s;
-  d->fuse_context_.options.attr_timeout_s = d->config_.attr_timeout_s;
-  d->fuse_context_.raw_push_size = d->config_.raw_push_size;
-  d->fuse_context_.push_slots = d->config_.fuse_threads / 2;  // one worker: it never pushes
-
-  d->start_drop_behind();
-  // The overlay reads the FUSE files with its mounter's credentials (root):
-  // without allow_other it would let every user read what FUSE lets only
-  // root read. So it only comes with allow_other.
-  if (d->config_.raw_overlay != "off" && !d->config_.allow_other)
-    d->raw_overlays_ = std::make_unique<RawOverlays>(
-        "off", "allow_other is off, and the overlay would let every user read through it");
-  else
-    d->raw_overlays_ = std::make_unique<RawOverlays>(d->config_.raw_overlay);
+  // Before the control server, whose stats read it.
+  d->kernel_ = std::make_unique<KernelSession>(d->config_, *d->namespace_);
   auto control = ControlServer::start(d->config_.control_socket, *d);
   if (!control) return control.status();
   d->control_ = std::move(control).value();
   return d;
 }
 
-// Before the loop reads INIT: the session reads requests and writes replies
-// through fs/kernel/fuse_wire.h's hooks, which add what passthrough and FUSE
-// over io_uring need to the wire. Failing that, neither is used.
-bool Daemon::use_wire_io() {
-  const int fd = fuse_session_fd(session_);
-  const fuse_custom_io io = wire_io();
-  if (int rc = fuse_session_custom_io(session_, &io, fd); rc != 0) {
-    spdlog::warn("FUSE passthrough and io_uring are off: libfuse refused custom I/O ({})", std::strerror(-rc));
-    return false;
-  }
-  return true;
-}
-
-namespace {
-constexpr const char* kEnableUringParam = "/sys/module/fuse/parameters/enable_uring";
-
-bool kernel_enables_uring() {
-  std::ifstream in(kEnableUringParam);
-  char c = 0;
-  return in >> c && (c == 'Y' || c == 'y' || c == '1');
-}
-
-// Threads per io_uring queue: fuse_threads spread over the CPUs, 2 at least.
-unsigned uring_threads_per_queue(unsigned fuse_threads) { return std::max(2u, fuse_threads / uring_queue_count()); }
-}  // namespace
-
-bool Daemon::want_uring() {
-  if (config_.fuse_uring == "off") return false;
-  if (config_.fuse_uring == "on" && !kernel_enables_uring()) {
-    std::ofstream out(kEnableUringParam);
-    if (!(out << "Y" << std::flush))
-      spdlog::warn("FUSE over io_uring: cannot turn on {} (needs root and Linux 6.14+); requests go through /dev/fuse",
-                   kEnableUringParam);
-  }
-  if (!kernel_enables_uring()) return false;  // auto: the kernel would not offer it
-  if (Status s = probe_uring(); !s) {
-    spdlog::warn("FUSE over io_uring is off: {}", s.message());
-    return false;
-  }
-  return true;
-}
-
-// On the thread that wrote the INIT reply, right after the kernel took it:
-// the kernel holds new requests until every queue has an entry.
-void Daemon::start_uring() {
-  FuseUring::Options o;
-  o.threads_per_queue = uring_threads_per_queue(config_.fuse_threads);
-  uring_ = std::make_unique<FuseUring>(session_, fuse_session_fd(session_), o);
-  fuse_context_.uring.store(uring_.get(), std::memory_order_release);
-  uring_->start();
-  spdlog::info("FUSE requests go through io_uring: {} queues of {} threads", uring_queue_count(),
-               o.threads_per_queue);
-}
-
-// Made before the control server starts (whose stats read it) and never
-// replaced; with view_drop_behind 0 it is off (no thread, drops nothing). The
-// kernel is told through the session, which exists before any read is
-// answered and is destroyed only after run() stopped this.
-void Daemon::start_drop_behind() {
-  DropBehindOptions o;
-  o.keep_bytes = config_.view_drop_behind;
-  drop_behind_ = std::make_unique<ViewDropBehind>(o, [this](uint64_t ino, uint64_t off, uint64_t len) {
-    return fuse_lowlevel_notify_inval_inode(session_, ino, static_cast<off_t>(off), static_cast<off_t>(len));
-  });
-  fuse_context_.drop_behind = drop_behind_.get();
-}
-
 int Daemon::run() {
-  // fsname and subtype make the mount table say "dlfs ... fuse.dlfs": how a
-  // restarted daemon recognises a mount its dead predecessor left (mountinfo.h).
-  const std::string name(kMountName);
-  std::string opts = "ro,default_permissions,fsname=" + name + ",subtype=" + name + ",max_read=1048576";
-  if (config_.allow_other && ::geteuid() == 0) opts += ",allow_other";
-  std::vector<std::string> argv_store = {"dlfsd", "-o", opts};
-  std::vector<char*> argv;
-  for (auto& s : argv_store) argv.push_back(s.data());
-  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
-
-  // Before session_ is set: a stop from another thread (end_session) signals this thread.
-  struct sigaction sa {};
-  sa.sa_handler = wake_handler;
-  ::sigaction(SIGUSR1, &sa, nullptr);
-  main_thread_ = ::pthread_self();
-  const fuse_lowlevel_ops& ops = fuse_operations();
-  session_ = fuse_session_new(&args, &ops, sizeof(ops), &fuse_context_);
-  fuse_opt_free_args(&args);
-  fuse_context_.session = session_;
-  if (!session_) {
-    spdlog::error("cannot create the FUSE session (see the message above)");
+  if (Status s = kernel_->mount(); !s) {
+    spdlog::error("{}", s.message());
     return 1;
-  }
-  // A shell starts background jobs with SIGINT ignored, and libfuse only
-  // installs its handlers over default dispositions: restore them so that
-  // SIGTERM and SIGINT always mean "unmount and exit".
-  ::signal(SIGINT, SIG_DFL);
-  ::signal(SIGTERM, SIG_DFL);
-  if (fuse_set_signal_handlers(session_) != 0) {
-    spdlog::error("cannot install signal handlers");
-    fuse_session_destroy(session_);
-    return 1;
-  }
-
-  // Before the mount: the kernel offers io_uring in INIT only if enabled then.
-  const bool uring = want_uring();
-  if (fuse_session_mount(session_, config_.mountpoint.c_str()) != 0) {
-    spdlog::error("cannot mount at '{}' (is /dev/fuse available and fusermount3 installed?)", config_.mountpoint);
-    stop_waker();  // a stop asked for during the mount
-    fuse_remove_signal_handlers(session_);
-    fuse_session_destroy(session_);
-    return 1;
-  }
-  if ((config_.passthrough != "off" || uring) && use_wire_io()) {
-    if (config_.passthrough != "off") {
-      fuse_context_.backing.set_registrar(kernel_registrar(fuse_session_fd(session_)));
-      fuse_context_.passthrough.wanted = true;
-    }
-    if (uring) {
-      fuse_context_.uring_wire.on_negotiated = [this] { start_uring(); };
-      fuse_context_.uring_wire.wanted = true;
-      // A push waits for pages a READ may be bringing in; that READ needs a
-      // free entry on its CPU's queue, so at most half of one queue pushes.
-      fuse_context_.push_slots =
-          std::min(fuse_context_.push_slots, uring_threads_per_queue(config_.fuse_threads) / 2);
-    }
   }
   startup_ = std::thread([this] { start_datasets(); });
-  // Raise the kernel's readahead window once INIT is done (needs the session
-  // loop running to answer the stat, hence a thread).
-  std::thread tune([this] {
-    Status s = set_mount_readahead(config_.mountpoint, 1024);
-    if (!s) spdlog::warn("reads stay at the kernel's default request size (128 KiB): {}", s.message());
-  });
   spdlog::info("mounted at {} ({} dataset{}, scanning), control socket {}", config_.mountpoint, slots_.size(),
                slots_.size() == 1 ? "" : "s", config_.control_socket);
+  const int rc = kernel_->serve();
+  stop_datasets();
+  kernel_->unmount();
+  if (exit_code_ != 0) return exit_code_;  // a dataset failed after the mount: as create() failing
+  // rc is the signal number after a signal-driven exit; that is a clean stop.
+  return (rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP || unmount_requested_) ? 0 : 1;
+}
 
-  fuse_loop_config* loop = fuse_loop_cfg_create();
-  fuse_loop_cfg_set_clone_fd(loop, 1);
-  fuse_loop_cfg_set_max_threads(loop, config_.fuse_threads);
-  fuse_loop_cfg_set_idle_threads(loop, std::max(2u, config_.fuse_threads / 2));
-  in_loop_ = true;  // from here the waker's signals go to a thread waiting in the loop
-  int rc = fuse_session_loop_mt(session_, loop);
-  fuse_loop_cfg_destroy(loop);
-  stop_waker();
-  // No worker reads any more: nothing reports to it.
-  fuse_context_.drop_behind = nullptr;
-  drop_behind_->stop();
-
-  spdlog::info("unmounting {}", config_.mountpoint);
+void Daemon::stop_datasets() {
   stopping_ = true;
   startup_.join();  // a scan under way ends first: it cannot be cut short
   // Requests still parked get EIO before the session goes.
   for (auto& slot : slots_) slot->fail(Status(ESHUTDOWN, "dlfsd is stopping"));
   for (auto& slot : slots_)
     if (Dataset* d = slot->get()) d->stop_loading();
-  // The overlays over raw/ are detached first, each on its own (the FUSE
-  // unmount, lazy as root, would take them along in no set order).
-  raw_overlays_->shutdown();
-  fuse_session_unmount(session_);
-  raw_overlays_->join();  // a mount waiting on the FUSE mount has failed by now
-  // The queues' threads end within a wait slice; none may outlive the session.
-  if (uring_) uring_->stop();
-  fuse_context_.uring.store(nullptr, std::memory_order_release);
-  // After the unmount: a stat() still waiting on the mount (a stop before
-  // INIT was answered) now fails instead of blocking this join forever.
-  tune.join();
-  fuse_remove_signal_handlers(session_);
-  fuse_session_destroy(session_);
-  session_ = nullptr;
-  fuse_context_.session = nullptr;
-  if (exit_code_ != 0) return exit_code_;  // a dataset failed after the mount: as create() failing
-  // rc is the signal number after a signal-driven exit; that is a clean stop.
-  return (rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP || unmount_requested_) ? 0 : 1;
 }
 
 void Daemon::start_datasets() {
@@ -372,7 +200,7 @@ void Daemon::open_datasets() {
     }
     (*ds)->start_loading();
     slots_[i]->publish(std::move(ds).value());
-    overlay_raw(i);
+    overlay_raw(*slots_[i]);
     spdlog::info("[{}] ready after {:.2f}s", slots_[i]->name(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
@@ -387,7 +215,7 @@ void Daemon::open_datasets() {
     for (size_t i = 0; i < slots_.size(); ++i) {
       opened[i]->start_loading();
       slots_[i]->publish(std::move(opened[i]));
-      overlay_raw(i);
+      overlay_raw(*slots_[i]);
     }
   }
   // The scans' temporaries (full paths of every file) are freed by now; give
@@ -397,46 +225,18 @@ void Daemon::open_datasets() {
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
-void Daemon::overlay_raw(size_t i) {
-  std::error_code ec;
-  std::filesystem::path mnt = std::filesystem::absolute(config_.mountpoint, ec);
-  if (ec) mnt = config_.mountpoint;  // mount(2) resolves it from the same working directory
-  // After the load (fs/kernel/raw_overlay.h, "When"); the slot outlives the overlays' thread.
-  DatasetSlot* slot = slots_[i].get();
-  raw_overlays_->request((mnt / slot->name() / "raw").string(), [slot] {
-    const Dataset* ds = slot->get();
-    return ds != nullptr && !ds->loading();
-  });
-}
-
 void Daemon::stop_serving(int exit_code) {
   exit_code_ = exit_code;
   stopping_ = true;
-  end_session();
+  kernel_->exit();
 }
 
-void Daemon::end_session() {
-  // run() sets session_ before it starts any thread that calls this; the
-  // main thread may not have entered the loop yet: the loop then ends at once.
-  fuse_session_exit(session_);
-  std::lock_guard lk(waker_mu_);
-  if (loop_ended_ || waker_.joinable()) return;
-  waker_ = std::thread([this] {
-    while (!loop_ended_.load()) {
-      // Before the loop there is nothing to wake (it sees the exit at once),
-      // and a signal could cut short a system call of the mount.
-      if (in_loop_.load()) ::pthread_kill(main_thread_, SIGUSR1);
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+// After the load (fs/kernel/raw_overlay.h, "When"); the slot outlives the overlays' thread.
+void Daemon::overlay_raw(const DatasetSlot& slot) {
+  kernel_->overlay_raw(slot.name(), [&slot] {
+    const Dataset* ds = slot.get();
+    return ds != nullptr && !ds->loading();
   });
-}
-
-void Daemon::stop_waker() {
-  {
-    std::lock_guard lk(waker_mu_);
-    loop_ended_ = true;
-  }
-  if (waker_.joinable()) waker_.join();
 }
 
 Status Daemon::join_cluster(const std::vector<Dataset*>& datasets) {
@@ -470,15 +270,6 @@ Status Daemon::join_cluster(const std::vector<Dataset*>& datasets) {
   return Status::ok();
 }
 
-nlohmann::json Daemon::drop_behind_json() const {
-  const ViewDropBehind* d = drop_behind_.get();
-  return {{"keep_bytes", d->keep_bytes()},
-          {"dropped_bytes", d->dropped_bytes()},
-          {"notifications", d->notifications()},
-          {"failures", d->failures()},
-          {"skipped", d->skipped()}};
-}
-
 nlohmann::json Daemon::snapshot(bool detailed) const {
   DaemonFacts f;
   f.version = DLFS_VERSION;
@@ -488,23 +279,7 @@ nlohmann::json Daemon::snapshot(bool detailed) const {
   f.budget_bytes = budget_bytes_;
   nlohmann::json j = build_stats(f, slots_, detailed, namespace_.get());
   if (transport::Cluster* c = cluster_live_.load()) j["cluster"] = c->status();
-  if (detailed)
-    j["fuse"] = {{"requests", fuse_context_.counters.to_json()},
-                 {"kernel_skips_open", fuse_context_.kernel_skips_open},
-                 {"kernel_skips_opendir", fuse_context_.kernel_skips_opendir},
-                 {"passthrough",
-                  {{"offered", fuse_context_.passthrough.offered.load()},
-                   {"in_use", fuse_context_.passthrough.negotiated.load()},
-                   {"window_over", fuse_context_.passthrough_over.load()},
-                   {"backing_files", fuse_context_.backing.registered()},
-                   {"backing_files_open", fuse_context_.backing.live_ids()}}},
-                 {"uring",
-                  {{"offered", fuse_context_.uring_wire.offered.load()},
-                   {"in_use", fuse_context_.uring_wire.negotiated.load()},
-                   {"queues", uring_ ? uring_->stats() : nlohmann::json(nullptr)}}},
-                 {"raw_overlay", raw_overlays_ ? raw_overlays_->stats() : nlohmann::json(nullptr)},
-                 {"generated_files", namespace_ ? namespace_->generated_live() : 0},
-                 {"view_drop_behind", drop_behind_json()}};
+  if (detailed) j["fuse"] = kernel_->stats();
   return j;
 }
 
@@ -581,10 +356,10 @@ Result<nlohmann::json> Daemon::shuffle_report(const nlohmann::json& args, const 
 }
 
 Status Daemon::unmount() {
-  if (!session_) return Status(EAGAIN, "the file system is not mounted yet");
+  if (!kernel_->mounted()) return Status(EAGAIN, "the file system is not mounted yet");
   spdlog::info("unmount requested over the control socket");
   unmount_requested_ = true;
-  end_session();
+  kernel_->exit();
   return Status::ok();
 }
 

@@ -68,7 +68,6 @@ Result<std::unique_ptr<Dataset>> Dataset::open(const DatasetConfig& config, uint
 
   std::unique_ptr<Dataset> ds(new Dataset(config, std::move(manifest).value()));
   ds->scan_report_ = std::move(report);
-  ds->pushed_ = std::vector<std::atomic<uint8_t>>(ds->manifest_.file_count());
   ds->scan_seconds_ = scan_s;
   struct stat st {};
   if (::stat(config.backend.c_str(), &st) == 0)
@@ -147,7 +146,7 @@ Dataset::~Dataset() {
 uint64_t Dataset::metadata_bytes() const {
   // Manifest tables, the per-extent state and checksum arrays, the per-file changed flags.
   return manifest_.memory_bytes() + buffer_->extent_count() * (sizeof(uint8_t) + sizeof(uint64_t)) +
-         backend_->changed_files().memory_bytes() + pushed_.size() +
+         backend_->changed_files().memory_bytes() +
          sizeof(Dataset) + sizeof(cache::StorageBuffer) + sizeof(cache::Loader);
 }
 

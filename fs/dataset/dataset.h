@@ -40,7 +40,7 @@ struct ViewCounters {
   // looked their name up (they were about to be passed through).
   std::atomic<uint64_t> prefetched_files{0};
   // Files whose bytes dlfsd put in the kernel's page cache when Python's
-  // open() asked isatty() of them (fs/kernel/fuse_ops.cc, op_ioctl): the read
+  // open() asked isatty() of them (fs/kernel/raw_push.h): the read
   // that followed reached no daemon, so they count here, not in requests.
   std::atomic<uint64_t> pushed_files{0};
   std::atomic<uint64_t> pushed_bytes{0};
@@ -105,11 +105,6 @@ class Dataset {
   cache::RoundPipeline* round_pipeline() const { return pipeline_.get(); }
   cache::Prefetcher& prefetcher() const { return *prefetcher_; }
   size_t ring_slot_bytes() const { return ring_slot_bytes_; }  // largest sample, at most 1 MiB
-  // Claims raw file f's one push into the kernel's page cache
-  // (Namespace::claim_raw_push): true the first time only.
-  bool claim_push(uint32_t f) const { return !pushed_[f].exchange(1, std::memory_order_relaxed); }
-  // The kernel dropped raw file f's inode, and its pages with it: a push may come again.
-  void unclaim_push(uint32_t f) const { pushed_[f].store(0, std::memory_order_relaxed); }
   // Memory this dataset costs beyond the resident bytes (manifest and tables).
   uint64_t metadata_bytes() const;
 
@@ -135,7 +130,6 @@ class Dataset {
   uint64_t fingerprint_ = 0;
   mutable ViewCounters raw_counters_;
   mutable ViewCounters view_counters_;
-  mutable std::vector<std::atomic<uint8_t>> pushed_;  // per raw file: pushed once (claim_push)
 };
 
 }  // namespace dlfs::fs

@@ -10,7 +10,7 @@
 // had opened the backend.
 //
 // libfuse 3.14 (Debian 12) predates passthrough (3.16): the INIT and OPEN
-// replies' extra fields are written on the wire by fs/kernel/fuse_wire.h. This module
+// replies' extra fields are written on the wire by fs/kernel/wire/fuse_wire.h. This module
 // keeps the backing files.
 //
 // Backing ids: FUSE_DEV_IOC_BACKING_OPEN registers an open backend fd with the
@@ -20,6 +20,8 @@
 // (else the open fails with EBUSY, ETXTBSY or EINVAL). BackingFiles keeps
 // that rule per inode: live passthrough opens share one id, closed when the
 // last of them is released; an inode with ordinary opens gets ordinary ones.
+// Both keep their per-inode state in the session's KernelInodes
+// (fs/kernel/kernel_inodes.h).
 //
 // Thread safety: BackingFiles and PrefetchedFiles lock.
 #pragma once
@@ -30,20 +32,12 @@
 #include <utility>
 #include <functional>
 #include <mutex>
-#include <unordered_map>
 
 #include "common/status.h"
 #include "common/unique_fd.h"
+#include "fs/kernel/kernel_inodes.h"
 
 namespace dlfs::fs {
-
-// What the kernel and the daemon agreed at INIT about passthrough (written
-// by the wire hooks, fs/kernel/fuse_wire.h).
-struct PassthroughWire {
-  bool wanted = false;                     // config: use passthrough when offered
-  std::atomic<bool> offered{false};        // the INIT request offered FUSE_PASSTHROUGH
-  std::atomic<bool> negotiated{false};     // the INIT reply asked for it (the kernel then uses it)
-};
 
 // How an open file of a raw file is served.
 enum class OpenMode : uint64_t {
@@ -53,18 +47,16 @@ enum class OpenMode : uint64_t {
 };
 
 // How backing files are registered with the connection and closed: the
-// /dev/fuse ioctls (kernel_registrar), or a test's.
+// /dev/fuse ioctls (kernel_registrar, fs/kernel/wire/fuse_wire.h), or a test's.
 struct BackingRegistrar {
   std::function<Result<int32_t>(int fd)> open;  // the id, or the kernel's refusal
   std::function<void(int32_t id)> close;
 };
-// The ioctls on `fuse_fd`, the session's /dev/fuse descriptor.
-BackingRegistrar kernel_registrar(int fuse_fd);
 
 class BackingFiles {
  public:
   // Until set_registrar, every registration fails (opens are served cached).
-  BackingFiles();
+  explicit BackingFiles(KernelInodes& inodes);
   void set_registrar(BackingRegistrar r) { registrar_ = std::move(r); }
 
   struct Open {
@@ -88,18 +80,12 @@ class BackingFiles {
   uint64_t live_ids() const;  // ids registered and not closed yet
 
  private:
-  struct Entry {
-    uint32_t passthrough_opens = 0;
-    uint32_t cached_opens = 0;
-    int32_t backing_id = 0;
-  };
-  // Under mu_: counts one more open of an inode that has live opens (of
-  // either kind) into them and says how it is served; false if it has none.
-  static bool join_locked(Entry& e, Open& out);
+  // Counts one more open of an inode that has live opens (of either kind)
+  // into them and says how it is served; false if it has none.
+  static bool join(KernelInode& e, Open& out);
 
+  KernelInodes& inodes_;
   BackingRegistrar registrar_;
-  mutable std::mutex mu_;
-  std::unordered_map<uint64_t, Entry> by_ino_;
   std::atomic<uint64_t> registered_{0};
 };
 
@@ -110,16 +96,19 @@ class BackingFiles {
 // (names looked up but never opened: the oldest is closed).
 class PrefetchedFiles {
  public:
-  explicit PrefetchedFiles(size_t capacity = 256) : capacity_(capacity) {}
+  explicit PrefetchedFiles(KernelInodes& inodes, size_t capacity = 256) : inodes_(inodes), capacity_(capacity) {}
   void put(uint64_t ino, UniqueFd fd);
   UniqueFd take(uint64_t ino);  // invalid if none is kept
   void clear();
   size_t size() const;
 
  private:
+  KernelInodes& inodes_;
   size_t capacity_;
-  mutable std::mutex mu_;
-  std::deque<std::pair<uint64_t, UniqueFd>> fifo_;
+  mutable std::mutex mu_;  // taken before an inode's shard lock, never under it
+  uint64_t next_seq_ = 1;
+  // Oldest first: which put() of which inode; the file itself is the inode's.
+  std::deque<std::pair<uint64_t, uint64_t>> fifo_;
 };
 
 }  // namespace dlfs::fs

@@ -12,17 +12,17 @@
 
 #include <spdlog/spdlog.h>
 
-#include "fs/kernel/fuse_wire.h"
+#include "fs/kernel/session_state.h"
+#include "fs/kernel/wire/fuse_wire.h"
 
 namespace dlfs::fs {
 namespace {
 
 constexpr uint32_t kMiB = 1u << 20;
-// What a prefetch reads of a file passed through: the first MiB, what one
-// read request asks for at most.
-constexpr off_t kPrefetchBytes = kMiB;
 
-FuseContext& ctx(fuse_req_t req) { return *static_cast<FuseContext*>(fuse_req_userdata(req)); }
+// libfuse hands back the userdata as it was given: a WireUser* (fuse_wire.h).
+SessionState& state_of(void* userdata) { return static_cast<SessionState&>(*static_cast<WireUser*>(userdata)); }
+SessionState& ctx(fuse_req_t req) { return state_of(fuse_req_userdata(req)); }
 void count(fuse_req_t req, FuseOp op) { ctx(req).counters.add(op); }
 
 struct stat to_stat(const Attr& a) {
@@ -80,12 +80,12 @@ void guarded(fuse_req_t req, const char* op, F&& body) {
 // block on a scan, so /.dlfs/stats and ready datasets answer meanwhile
 // however many readers wait (fs/dataset/dataset_slot.h).
 bool parked(fuse_req_t req, fuse_ino_t ino, bool attr_only, std::function<void()> replay) {
-  const DatasetSlot* slot = ctx(req).ns->unsettled_slot(ino, attr_only);
+  const DatasetSlot* slot = ctx(req).ns.unsettled_slot(ino, attr_only);
   return slot && slot->park(std::move(replay));
 }
 
 void op_init(void* userdata, fuse_conn_info* conn) {
-  auto& c = *static_cast<FuseContext*>(userdata);
+  SessionState& c = state_of(userdata);
   // Nothing is kept per open (every file reads by inode, fs/namespace/namespace.h): a
   // kernel that can do without OPEN/RELEASE and OPENDIR/RELEASEDIR is told
   // so by the first ENOSYS answer (op_open, op_opendir) and stops sending
@@ -103,7 +103,7 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) {
     conn->want |= FUSE_CAP_PARALLEL_DIROPS;
-    ask_parallel_dirops_in_init_reply();  // libfuse 3.14 leaves it out of the reply (fs/kernel/fuse_wire.h)
+    ask_parallel_dirops_in_init_reply();  // libfuse 3.14 leaves it out of the reply (fs/kernel/wire/fuse_wire.h)
   }
   // The data never changes: no need to invalidate on mtime changes.
   conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
@@ -111,26 +111,19 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   // Raw files not in memory yet are read by the kernel from the backend
   // while datasets load (fs/kernel/backing_files.h); the INIT reply, written
   // after this returns on this thread, asks for it.
-  if (c.passthrough.wanted && c.passthrough.offered.load(std::memory_order_acquire)) ask_passthrough_in_init_reply();
-  // Requests through one io_uring queue per CPU (fs/kernel/fuse_uring.h).
-  if (c.uring_wire.wanted && c.uring_wire.offered.load(std::memory_order_acquire)) ask_uring_in_init_reply();
+  const WireState& w = c.wire;
+  if (w.passthrough.wanted && w.passthrough.offered.load(std::memory_order_acquire)) ask_passthrough_in_init_reply();
+  // Requests through one io_uring queue per CPU (fs/kernel/wire/fuse_uring.h).
+  if (w.uring.wanted && w.uring.offered.load(std::memory_order_acquire)) ask_uring_in_init_reply();
   // max_background stays at the kernel's default: raising it to 64 made cold
   // sequential reads ~20% slower here (more readahead requests in flight than
   // two cores can serve), measured with tools/bench/run_bench.py.
 }
 
-// Whether the kernel will pass `ino` through if it is opened now: INIT
-// agreed on passthrough, the window is open and it is a raw file not in
-// memory yet (which implies its dataset loads).
-bool would_pass_through(const FuseContext& c, uint64_t ino) {
-  return c.passthrough.negotiated.load(std::memory_order_acquire) &&
-         !c.passthrough_over.load(std::memory_order_acquire) && c.ns->wants_passthrough(ino);
-}
-
 void do_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   guarded(req, "lookup", [&] {
-    FuseContext& c = ctx(req);  // req is gone once answered
-    auto a = c.ns->lookup(parent, name);
+    SessionState& c = ctx(req);  // req is gone once answered
+    auto a = c.ns.lookup(parent, name);
     if (!a) return reply_error(req, a.status(), "lookup");
     auto e = to_entry(*a, c.options);
     fuse_reply_entry(req, &e);
@@ -139,10 +132,7 @@ void do_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     // its backend read now, so that the LOOKUP and OPEN round trips overlap
     // the device's work. Measured: docs/benchmarks.md, session 24.
     try {  // answered already: nothing may reach guarded()'s error reply
-      if (would_pass_through(c, a->ino)) {
-        if (UniqueFd fd = c.ns->prefetch_backend_file(a->ino, kPrefetchBytes); fd.valid())
-          c.prefetched.put(a->ino, std::move(fd));
-      }
+      c.passthrough.prefetch_at_lookup(a->ino);
     } catch (...) {
     }
   });
@@ -154,24 +144,31 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   do_lookup(req, parent, name);
 }
 
+// The kernel dropped the inode: the namespace's pins (epoch view ids) and
+// the kernel side's state of it (a push may come again) go.
+void forget_inode(SessionState& c, uint64_t ino, uint64_t nlookup) {
+  c.ns.forget(ino, nlookup);
+  c.inodes.forget(ino);
+}
+
 // FORGET has no reply; guarded() is for requests that need one.
 void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
   count(req, FuseOp::forget);
-  ctx(req).ns->forget(ino, nlookup);
+  forget_inode(ctx(req), ino, nlookup);
   fuse_reply_none(req);
 }
 
 void op_forget_multi(fuse_req_t req, size_t n, fuse_forget_data* forgets) {
   for (size_t i = 0; i < n; ++i) {
     count(req, FuseOp::forget);
-    ctx(req).ns->forget(forgets[i].ino, forgets[i].nlookup);
+    forget_inode(ctx(req), forgets[i].ino, forgets[i].nlookup);
   }
   fuse_reply_none(req);
 }
 
 void do_getattr(fuse_req_t req, fuse_ino_t ino) {
   guarded(req, "getattr", [&] {
-    auto a = ctx(req).ns->getattr(ino);
+    auto a = ctx(req).ns.getattr(ino);
     if (!a) return reply_error(req, a.status(), "getattr");
     auto st = to_stat(*a);
     fuse_reply_attr(req, &st, ctx(req).options.attr_timeout_s);
@@ -186,7 +183,7 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
 
 void do_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   guarded(req, "opendir", [&] {
-    Status s = ctx(req).ns->opendir(ino);
+    Status s = ctx(req).ns.opendir(ino);
     if (!s) return reply_error(req, s, "opendir");
     // The kernel then opens every directory itself, with its listing cached
     // (FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE): as below, without this request.
@@ -225,7 +222,7 @@ void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plu
     used += need;
     return true;
   };
-  Status s = ctx(req).ns->readdir(ino, static_cast<uint64_t>(off), add, plus);
+  Status s = ctx(req).ns.readdir(ino, static_cast<uint64_t>(off), add, plus);
   if (!s) return reply_error(req, s, "readdir");
   fuse_reply_buf(req, buf.data(), used);
 }
@@ -251,45 +248,10 @@ void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
   fuse_reply_err(req, 0);
 }
 
-// Whether opens still get real replies, for passthrough: while INIT agreed
-// on it and a dataset loads. The first open after that ends the window for
-// good (as the first ENOSYS ends OPEN requests for good).
-// Ends the window (once: the first caller logs why); files kept open for
-// OPENs that will no longer come are closed.
-void end_passthrough_window(FuseContext& c, spdlog::level::level_enum level, const std::string& why) {
-  if (c.passthrough_over.exchange(true)) return;
-  spdlog::log(level, "{}", why);
-  c.prefetched.clear();
-}
-
-bool passthrough_window(FuseContext& c) {
-  if (!c.passthrough.negotiated.load(std::memory_order_acquire) || c.passthrough_over.load(std::memory_order_acquire))
-    return false;
-  if (c.ns->passthrough_loading()) return true;
-  end_passthrough_window(c, spdlog::level::info, "datasets loaded: raw files are served from memory only");
-  return false;
-}
-
-// A raw file's open in the passthrough window: from its backend file if it
-// is not wholly in memory yet, else ordinary; the inode's other open files
-// decide first (fs/kernel/backing_files.h: the kernel wants one kind per inode).
+// A raw file's open in the passthrough window (fs/kernel/passthrough_window.h).
 void reply_open_in_window(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  FuseContext& c = ctx(req);
-  BackingFiles::Open o;
   bool read_ahead = false;  // a LOOKUP started reading this file already
-  if (c.ns->wants_passthrough(ino)) {
-    Status refused;
-    auto source = [&] {
-      UniqueFd kept = c.prefetched.take(ino);
-      read_ahead = kept.valid();
-      return c.ns->open_backend_file(ino, std::move(kept));
-    };
-    o = c.backing.open_passthrough(ino, source, &refused);
-    if (!refused.is_ok())  // e.g. not root: ask no more
-      end_passthrough_window(c, spdlog::level::warn, "FUSE passthrough is off from now on: " + refused.message());
-  } else {
-    o = c.backing.open_cached(ino);
-  }
+  BackingFiles::Open o = ctx(req).passthrough.open_raw(ino, &read_ahead);
   fi->fh = static_cast<uint64_t>(o.mode);
   if (o.mode != OpenMode::passthrough) return static_cast<void>(fuse_reply_open(req, fi));
   fi->keep_cache = 0;  // the FUSE page cache plays no part
@@ -298,7 +260,8 @@ void reply_open_in_window(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // MiB (what one read request asks for at most) now, on this thread, while
   // the reader wakes up, instead of when its read arrives. After the reply,
   // so that it does not delay it. Not again when its LOOKUP did (do_lookup).
-  if (o.backend.valid() && !read_ahead) (void)::posix_fadvise(o.backend.get(), 0, kPrefetchBytes, POSIX_FADV_WILLNEED);
+  if (o.backend.valid() && !read_ahead)
+    (void)::posix_fadvise(o.backend.get(), 0, PassthroughWindow::kPrefetchBytes, POSIX_FADV_WILLNEED);
 }
 
 // Nothing to keep per open. Where the kernel can skip OPEN, the first one
@@ -309,9 +272,9 @@ void reply_open_in_window(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 // (reply_open_in_window) and the ENOSYS waits for the load to end.
 void do_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   guarded(req, "open", [&] {
-    Status s = ctx(req).ns->open(ino, fi->flags);
+    Status s = ctx(req).ns.open(ino, fi->flags);
     if (!s) return reply_error(req, s, "open");
-    const bool window = passthrough_window(ctx(req));
+    const bool window = ctx(req).passthrough.open();
     if (ctx(req).kernel_skips_open && !window) return static_cast<void>(fuse_reply_err(req, ENOSYS));
     fi->keep_cache = 1;
     fi->noflush = 1;
@@ -335,36 +298,6 @@ void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
   fuse_reply_err(req, ENOSYS);
 }
 
-// Puts raw file ino, all of it, in the kernel's page cache
-// (fuse_lowlevel_notify_store), when it is small, in memory and not pushed
-// since the kernel made its inode. Before the ioctl's reply: the reader is waiting in isatty(),
-// and its read comes right after, so it finds the pages there and sends no
-// READ (the same for the overlay's getxattr at lookup, below).
-// A push can wait for a page lock (another reader of the same file with a
-// READ in flight, which another worker answers): at most push_slots workers
-// push at once, so that some are always free to answer.
-void push_raw_file(FuseContext& c, fuse_ino_t ino) {
-  // While datasets load with passthrough, files may be open in both kinds:
-  // leave their page cache alone until the window is over.
-  if (c.raw_push_size == 0 || !c.session || passthrough_window(c)) return;
-  if (c.pushing.fetch_add(1, std::memory_order_acquire) >= c.push_slots) {
-    c.pushing.fetch_sub(1, std::memory_order_release);
-    return;
-  }
-  try {
-    const std::span<const std::byte> bytes = c.ns->claim_raw_push(ino, c.raw_push_size);
-    if (!bytes.empty()) {
-      fuse_bufvec buf = FUSE_BUFVEC_INIT(bytes.size());
-      buf.buf[0].mem = const_cast<std::byte*>(bytes.data());  // libfuse only reads it
-      // On failure the read reaches dlfsd, as without a push.
-      if (fuse_lowlevel_notify_store(c.session, ino, 0, &buf, fuse_buf_copy_flags{}) == 0)
-        c.ns->count_raw_push(ino, bytes.size());
-    }
-  } catch (...) {  // a push is an optimisation: the reader's read works without it
-  }
-  c.pushing.fetch_sub(1, std::memory_order_release);
-}
-
 // No file here is a terminal or has flags to set: ENOTTY, what a disk
 // filesystem answers. Handled to be counted, because the kernel forwards
 // every ioctl on a FUSE file (there is no "no ioctl" capability to cache, as
@@ -375,14 +308,15 @@ void push_raw_file(FuseContext& c, fuse_ino_t ino) {
 void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void*, fuse_file_info*, unsigned, const void*, size_t,
               size_t) {
   count(req, FuseOp::ioctl);
-  if (cmd == TCGETS) push_raw_file(ctx(req), ino);
+  if (cmd == TCGETS) ctx(req).push.push(ino);  // the read follows: its bytes go first (fs/kernel/raw_push.h)
   fuse_reply_err(req, ENOTTY);
 }
 
 void op_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   count(req, FuseOp::release);
   // fh is the OpenMode do_open chose (plain for every open outside the window).
-  if (fi->fh <= static_cast<uint64_t>(OpenMode::passthrough)) ctx(req).backing.release(ino, static_cast<OpenMode>(fi->fh));
+  if (fi->fh <= static_cast<uint64_t>(OpenMode::passthrough))
+    ctx(req).passthrough.release(ino, static_cast<OpenMode>(fi->fh));
   fuse_reply_err(req, 0);
 }
 
@@ -401,8 +335,8 @@ void do_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
     // One Gather per worker thread: no allocation per request once warm.
     // Round buffers it points into stay pinned until the reply is sent.
     thread_local cache::Gather gather;
-    ViewDropBehind* drop_behind = ctx(req).drop_behind;  // req is gone once answered
-    Status s = ctx(req).ns->read(ino, static_cast<uint64_t>(off), size, gather);
+    ViewDropBehind* drop_behind = ctx(req).drop_behind.load(std::memory_order_acquire);  // req is gone once answered
+    Status s = ctx(req).ns.read(ino, static_cast<uint64_t>(off), size, gather);
     if (!s) {
       gather.release();
       spdlog::warn("read of inode {} at {} (+{}) by pid {}: {}", ino, off, size, fuse_req_ctx(req)->pid, s.message());
@@ -428,7 +362,7 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
 void op_statfs(fuse_req_t req, fuse_ino_t) {
   count(req, FuseOp::statfs);
   guarded(req, "statfs", [&] {
-    auto t = ctx(req).ns->totals();
+    auto t = ctx(req).ns.totals();
     struct statvfs sv {};
     sv.f_bsize = kMiB;
     sv.f_frsize = 4096;
@@ -449,7 +383,7 @@ void reply_xattr_value(fuse_req_t req, const std::string& value, size_t size) {
 
 void do_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   guarded(req, "getxattr", [&] {
-    auto v = ctx(req).ns->getxattr(ino, name);
+    auto v = ctx(req).ns.getxattr(ino, name);
     if (!v) return static_cast<void>(fuse_reply_err(req, v.status().err()));
     reply_xattr_value(req, *v, size);
   });
@@ -465,7 +399,7 @@ bool is_overlay_probe(const char* name) { return std::string_view(name) == "trus
 
 void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   count(req, FuseOp::getxattr);
-  if (is_overlay_probe(name)) push_raw_file(ctx(req), ino);  // nothing for other than raw files
+  if (is_overlay_probe(name)) ctx(req).push.push(ino);  // nothing for other than raw files
   if (parked(req, ino, false, [req, ino, n = std::string(name), size] { do_getxattr(req, ino, n.c_str(), size); }))
     return;
   do_getxattr(req, ino, name, size);
@@ -473,7 +407,7 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) 
 
 void do_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   guarded(req, "listxattr", [&] {
-    auto names = ctx(req).ns->listxattr(ino);
+    auto names = ctx(req).ns.listxattr(ino);
     if (!names) return static_cast<void>(fuse_reply_err(req, names.status().err()));
     std::string list;
     for (const auto& n : *names) list += n + '\0';

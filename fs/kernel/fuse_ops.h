@@ -1,15 +1,15 @@
 // The libfuse3 low-level callbacks: a thin translation from FUSE requests to
-// Namespace calls and from results to replies. No logic lives here, and no
-// exception leaves a callback (they are C callbacks).
+// Namespace calls and the kernel side's parts (fs/kernel/session_state.h),
+// and from results to replies. No exception leaves a callback (they are C
+// callbacks).
 #pragma once
 
 #include <fuse_lowlevel.h>
 
-#include "fs/kernel/fuse_context.h"
-
 namespace dlfs::fs {
 
-// The operation table; userdata must be a FuseContext*.
+// The operation table; the session's userdata must be a SessionState handed
+// over as a WireUser* (fs/kernel/wire/fuse_wire.h).
 const fuse_lowlevel_ops& fuse_operations();
 
 }  // namespace dlfs::fs

@@ -342,4 +342,12 @@ FsTotals Namespace::totals() const {
   return t;
 }
 
+std::pair<const Dataset*, uint32_t> Namespace::raw_file_of(uint64_t ino) const {
+  auto n = decode_ino(ino);
+  if (!n || n->kind != NodeKind::raw_file) return {nullptr, 0};
+  const Dataset* ds = ready_dataset(*n);
+  if (!ds || n->index >= ds->manifest().file_count()) return {nullptr, 0};
+  return {ds, static_cast<uint32_t>(n->index)};
+}
+
 }  // namespace dlfs::fs

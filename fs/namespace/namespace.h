@@ -26,7 +26,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -34,7 +33,6 @@
 
 #include "cache/gather.h"
 #include "common/status.h"
-#include "common/unique_fd.h"
 #include "fs/dataset/dataset.h"
 #include "fs/dataset/dataset_slot.h"
 #include "fs/namespace/generated_files.h"
@@ -98,32 +96,9 @@ class Namespace {
   Status open(uint64_t ino, int flags) const;
   // Starts `out` and gathers up to `size` bytes at `offset` of any file (short at EOF).
   Status read(uint64_t ino, uint64_t offset, uint64_t size, cache::Gather& out) const;
-  // FUSE passthrough while loading (namespace_passthrough.cc).
-  // Whether a dataset is still scanning or joining, or loading with
-  // passthrough (Dataset::passthrough).
-  bool passthrough_loading() const;
-  // Whether `ino` is a raw file whose dataset loads and some of whose bytes
-  // this node will hold but does not yet: the kernel had better read it from
-  // the backend file than through dlfsd.
-  bool wants_passthrough(uint64_t ino) const;
-  // The bytes of raw file `ino`, in this node's memory, for a push into the
-  // kernel's page cache now (fs/kernel/fuse_ops.cc, op_ioctl): the whole file,
-  // when it has at most `max_size` bytes, all resident in one piece, and was
-  // not pushed since the kernel's inode of it was made (this claims it;
-  // forget() releases the claim). Empty otherwise.
-  std::span<const std::byte> claim_raw_push(uint64_t ino, uint64_t max_size) const;
-  // Counts a push of `bytes` of raw file `ino` in the raw stats: a request
-  // served from memory, and a push.
-  void count_raw_push(uint64_t ino, uint64_t bytes) const;
-  // That raw file's backend file, opened and checked against the scan;
-  // invalid when it cannot be (then reads go through dlfsd, which reports
-  // the error to the reader).
-  // `opened`: that file opened (and checked) a moment ago, by a prefetch.
-  UniqueFd open_backend_file(uint64_t ino, UniqueFd opened = UniqueFd()) const;
-  // Starts reading the first `bytes` of that raw file's backend file into
-  // the page cache (it will be passed through and read soon); returns the
-  // file, open, for the OPEN that follows (invalid when it cannot be opened).
-  UniqueFd prefetch_backend_file(uint64_t ino, uint64_t bytes) const;
+  // A raw file of a ready dataset: its dataset and manifest file id, else
+  // {null, 0} (never waits).
+  std::pair<const Dataset*, uint32_t> raw_file_of(uint64_t ino) const;
   // Generated files alive (fs/namespace/generated_files.h), for stats.
   size_t generated_live() const { return generated_.live(); }
   FsTotals totals() const;
@@ -151,9 +126,6 @@ class Namespace {
   Status world_readdir(const Dataset& ds, const NodeId& n, uint64_t child, const Emit& emit,
                        bool kernel_keeps_entries) const;
   Status read_raw(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const;
-  // A raw file of a ready dataset: its dataset and manifest file id, else
-  // {null, 0} (namespace_passthrough.cc).
-  std::pair<const Dataset*, uint32_t> raw_file_of(uint64_t ino) const;
   Status read_view(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const;
   Status read_generated(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const;
   // A view read's status, named after its dataset on failure; on success the

@@ -45,10 +45,6 @@ void Namespace::forget(uint64_t ino, uint64_t nlookup) const {
   // A generated file lives as long as the kernel keeps its inode: the kernel
   // forgets an inode once, with every lookup it counted.
   if (n->kind == NodeKind::generated) return generated_.forget(n->index);
-  if (n->kind == NodeKind::raw_file) {  // its pages went with the inode: it may be pushed again
-    if (const auto [ds, f] = raw_file_of(ino); ds) ds->unclaim_push(f);
-    return;
-  }
   if (n->kind != NodeKind::view) return;  // only view inodes pin anything else
   // Never waits: the kernel holds no view of a dataset that is not ready.
   if (ready_dataset(*n)) views_of(*n).release(static_cast<uint32_t>(n->index), nlookup);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# FUSE over io_uring (fs/kernel/fuse_uring.h) through a real mount:
+# FUSE over io_uring (fs/kernel/wire/fuse_uring.h) through a real mount:
 #  - with the fuse module's enable_uring off, `--fuse-uring auto` serves
 #    through /dev/fuse (the kernel offers nothing); `on` turns it on and
 #    every request then comes through the queues;
@@ -34,7 +34,7 @@ stop_daemon "$DAEMON_PID" "$WORK/mnt-auto"
 [ "$(cat "$PARAM")" = N ] || fail "auto changed $PARAM"
 
 # On, with a scan held back 3 s. A queue hands a request over only when one
-# of its entries commits (fs/kernel/fuse_uring.h): the parked burst stays below the
+# of its entries commits (fs/kernel/wire/fuse_uring.h): the parked burst stays below the
 # entries each CPU's queue keeps registered (2 per thread, 4 threads per
 # queue on 2 CPUs), so nothing else has to wait for the scan.
 DLFS_TEST_ONLY_SCAN_DELAY_MS=3000 START_WAIT_READY=0 \

@@ -1,9 +1,9 @@
-// FUSE over io_uring's wire work (fs/kernel/fuse_uring.h): a request the kernel
+// FUSE over io_uring's wire work (fs/kernel/wire/fuse_uring.h): a request the kernel
 // put in an entry becomes the bytes read(2) would have returned, and a reply
 // as libfuse writes it goes into the entry as the kernel reads it back. The
 // queues themselves run against the kernel in
 // tests/integration/35_fuse_uring.sh.
-#include "fs/kernel/fuse_uring.h"
+#include "fs/kernel/wire/fuse_uring.h"
 
 #include <sys/sysinfo.h>
 

@@ -1,6 +1,6 @@
 // FUSE passthrough without a mount: the per-inode rule of BackingFiles (the
 // kernel refuses mixed or different backing files on one inode), and which
-// raw files the Namespace hands to the kernel while a dataset loads. The
+// raw files RawFiles hands to the kernel while a dataset loads. The
 // wire side (INIT and OPEN replies) runs on a real mount:
 // tests/integration/33_passthrough_while_loading.sh.
 #include <fcntl.h>
@@ -18,6 +18,7 @@
 #include "fs/config/config.h"
 #include "fs/dataset/dataset.h"
 #include "fs/kernel/backing_files.h"
+#include "fs/kernel/raw_files.h"
 #include "fs/namespace/namespace.h"
 #include "temp_dir.h"
 
@@ -50,7 +51,8 @@ UniqueFd some_fd() { return UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
 
 TEST(BackingFilesTest, OpensOfOneInodeShareOneBackingFileUntilTheLastRelease) {
   FakeKernel k;
-  BackingFiles b;
+  KernelInodes inodes;
+  BackingFiles b(inodes);
   b.set_registrar(k.registrar());
   int sources = 0;
   auto source = [&] { ++sources; return some_fd(); };
@@ -80,7 +82,8 @@ TEST(BackingFilesTest, OpensOfOneInodeShareOneBackingFileUntilTheLastRelease) {
 
 TEST(BackingFilesTest, AnInodeWithOrdinaryOpensIsNotPassedThrough) {
   FakeKernel k;
-  BackingFiles b;
+  KernelInodes inodes;
+  BackingFiles b(inodes);
   b.set_registrar(k.registrar());
   int sources = 0;
   auto source = [&] { ++sources; return some_fd(); };
@@ -100,7 +103,8 @@ TEST(BackingFilesTest, AnInodeWithOrdinaryOpensIsNotPassedThrough) {
 
 TEST(BackingFilesTest, NoBackendFileOrARefusalServesTheOpenOrdinarily) {
   FakeKernel k;
-  BackingFiles b;
+  KernelInodes inodes;
+  BackingFiles b(inodes);
   b.set_registrar(k.registrar());
   Status why;
   auto none = b.open_passthrough(9, [] { return UniqueFd(); }, &why);
@@ -118,7 +122,7 @@ TEST(BackingFilesTest, NoBackendFileOrARefusalServesTheOpenOrdinarily) {
   b.release(9, OpenMode::cached);
   EXPECT_EQ(b.open_passthrough(9, some_fd, nullptr).mode, OpenMode::passthrough);
   // Without a registrar (no session) every registration fails.
-  BackingFiles unset;
+  BackingFiles unset(inodes);
   Status unset_why;
   EXPECT_EQ(unset.open_passthrough(1, some_fd, &unset_why).mode, OpenMode::cached);
   EXPECT_FALSE(unset_why.is_ok());
@@ -126,7 +130,8 @@ TEST(BackingFilesTest, NoBackendFileOrARefusalServesTheOpenOrdinarily) {
 
 TEST(BackingFilesTest, ReleasesOfUnknownInodesOrPlainOpensChangeNothing) {
   FakeKernel k;
-  BackingFiles b;
+  KernelInodes inodes;
+  BackingFiles b(inodes);
   b.set_registrar(k.registrar());
   auto p = b.open_passthrough(1, some_fd, nullptr);
   b.release(2, OpenMode::passthrough);
@@ -137,7 +142,8 @@ TEST(BackingFilesTest, ReleasesOfUnknownInodesOrPlainOpensChangeNothing) {
 }
 
 TEST(PrefetchedFilesTest, KeepsTheNewestFilesForTheirOpens) {
-  PrefetchedFiles kept(2);
+  KernelInodes inodes;
+  PrefetchedFiles kept(inodes, 2);
   EXPECT_FALSE(kept.take(1).valid()) << "nothing kept yet";
   kept.put(1, some_fd());
   kept.put(2, some_fd());
@@ -150,6 +156,37 @@ TEST(PrefetchedFilesTest, KeepsTheNewestFilesForTheirOpens) {
   kept.clear();
   EXPECT_FALSE(kept.take(2).valid());
   EXPECT_EQ(kept.size(), 0u);
+}
+
+// Each inode's kernel-side state is one entry: its open files, its backing
+// id, a prefetched file and its push claim live together, and the entry
+// goes once none of them is left.
+TEST(KernelInodesTest, OneEntryPerInodeHoldsItsOpensPrefetchAndPushUntilNoneIsLeft) {
+  FakeKernel k;
+  KernelInodes inodes;
+  BackingFiles b(inodes);
+  b.set_registrar(k.registrar());
+  PrefetchedFiles kept(inodes, 8);
+  kept.put(7, some_fd());
+  EXPECT_EQ(inodes.size(), 1u);
+  auto open = b.open_passthrough(7, [&] { return kept.take(7); }, nullptr);
+  ASSERT_EQ(open.mode, OpenMode::passthrough) << "the prefetched file became the backing file";
+  inodes.with(7, [](KernelInode& e) { e.pushed = true; });
+  EXPECT_EQ(inodes.size(), 1u) << "one inode, one entry";
+  inodes.with(7, [&](KernelInode& e) {
+    EXPECT_EQ(e.passthrough_opens, 1u);
+    EXPECT_EQ(e.backing_id, open.backing_id);
+    EXPECT_FALSE(e.prefetched.valid()) << "taken by the open";
+    EXPECT_TRUE(e.pushed);
+  });
+  inodes.forget(7);
+  inodes.with(7, [](KernelInode& e) { EXPECT_FALSE(e.pushed) << "the kernel dropped its pages with the inode"; });
+  EXPECT_EQ(inodes.size(), 1u) << "an open file keeps the entry";
+  b.release(7, OpenMode::passthrough);
+  EXPECT_EQ(inodes.size(), 0u) << "nothing left of the inode: no entry";
+  EXPECT_EQ(k.closed, std::vector<int32_t>{open.backing_id});
+  inodes.with(8, [](KernelInode&) {});
+  EXPECT_EQ(inodes.size(), 0u) << "looking at an inode leaves nothing behind";
 }
 
 TEST(BackendFsTest, NetworkFileSystemsAreToldFromLocalOnes) {
@@ -187,10 +224,12 @@ class PassthroughNamespaceTest : public ::dlfs::test::TempDirTest {
     daemon.passthrough = passthrough;
     auto ds = Dataset::open(dc, ~0ull, daemon);
     ASSERT_TRUE(ds.is_ok()) << ds.status().message();
+    raw_.reset();
     ns_.reset();
     datasets_.clear();
     datasets_.push_back(std::move(ds).value());
     ns_ = std::make_unique<Namespace>(datasets_, [] { return std::string("{}\n"); }, 1, 0, 0);
+    raw_ = std::make_unique<RawFiles>(*ns_, inodes_);
   }
   uint64_t ino(const std::string& name) {
     auto raw = ns_->lookup(ns_->lookup(kRootIno, "ds")->ino, "raw");
@@ -201,18 +240,20 @@ class PassthroughNamespaceTest : public ::dlfs::test::TempDirTest {
   std::string root_;
   std::vector<std::unique_ptr<Dataset>> datasets_;
   std::unique_ptr<Namespace> ns_;
+  KernelInodes inodes_;
+  std::unique_ptr<RawFiles> raw_;  // the kernel side's view of ns_'s raw files
 };
 
 TEST_F(PassthroughNamespaceTest, RawFilesNotInMemoryGoToTheBackendOnlyWhileLoading) {
   // Not loaded yet: every non-empty raw file is wanted, with its backend
   // file opened for the kernel.
-  EXPECT_TRUE(ns_->passthrough_loading());
+  EXPECT_TRUE(raw_->loading_with_passthrough());
   const uint64_t f3 = ino("f3");
-  EXPECT_TRUE(ns_->wants_passthrough(f3));
-  EXPECT_FALSE(ns_->wants_passthrough(ino("empty"))) << "nothing to read";
-  EXPECT_FALSE(ns_->wants_passthrough(kStatsIno));
-  EXPECT_FALSE(ns_->wants_passthrough(ns_->lookup(kRootIno, "ds")->ino)) << "a directory";
-  UniqueFd fd = ns_->open_backend_file(f3);
+  EXPECT_TRUE(raw_->wants_passthrough(f3));
+  EXPECT_FALSE(raw_->wants_passthrough(ino("empty"))) << "nothing to read";
+  EXPECT_FALSE(raw_->wants_passthrough(kStatsIno));
+  EXPECT_FALSE(raw_->wants_passthrough(ns_->lookup(kRootIno, "ds")->ino)) << "a directory";
+  UniqueFd fd = raw_->open_backend_file(f3);
   ASSERT_TRUE(fd.valid());
   char c = 0;
   ASSERT_EQ(::pread(fd.get(), &c, 1, 5), 1);
@@ -221,48 +262,50 @@ TEST_F(PassthroughNamespaceTest, RawFilesNotInMemoryGoToTheBackendOnlyWhileLoadi
   EXPECT_NE(datasets_[0]->buffer().reader_misses().last_ns(), 0) << "the loader is told a reader reads the backend";
 
   // A prefetch reads the backend file's head into the page cache; only raw files have one.
-  EXPECT_TRUE(ns_->prefetch_backend_file(ino("f4"), 1 << 20).valid());
-  EXPECT_FALSE(ns_->prefetch_backend_file(kStatsIno, 1 << 20).valid());
+  EXPECT_TRUE(raw_->prefetch_backend_file(ino("f4"), 1 << 20).valid());
+  EXPECT_FALSE(raw_->prefetch_backend_file(kStatsIno, 1 << 20).valid());
   EXPECT_EQ(datasets_[0]->raw_counters().prefetched_files.load(), 1u);
 
   // Loaded: nothing is wanted, and the window is over.
   datasets_[0]->start_loading();
   while (!datasets_[0]->load_progress().done) ::usleep(1000);
-  EXPECT_FALSE(ns_->passthrough_loading());
-  EXPECT_FALSE(ns_->wants_passthrough(f3));
+  EXPECT_FALSE(raw_->loading_with_passthrough());
+  EXPECT_FALSE(raw_->wants_passthrough(f3));
 }
 
 TEST_F(PassthroughNamespaceTest, OffMeansNoFileIsPassedThrough) {
   open_dataset("off");
   EXPECT_FALSE(datasets_[0]->passthrough());
   EXPECT_TRUE(datasets_[0]->loading());
-  EXPECT_FALSE(ns_->passthrough_loading()) << "no window: the first OPEN can be answered ENOSYS";
-  EXPECT_FALSE(ns_->wants_passthrough(ino("f3")));
+  EXPECT_FALSE(raw_->loading_with_passthrough()) << "no window: the first OPEN can be answered ENOSYS";
+  EXPECT_FALSE(raw_->wants_passthrough(ino("f3")));
   // auto: this test's directory is on a local file system.
   open_dataset("auto");
   EXPECT_TRUE(datasets_[0]->passthrough()) << datasets_[0]->backend_fs();
 }
 
-// The push at isatty() (fs/kernel/fuse_ops.cc, op_ioctl): a raw file is pushed
+// The push at isatty() (fs/kernel/raw_push.h): a raw file is pushed
 // only once it is in memory, only when small enough, and only once.
 TEST_F(PassthroughNamespaceTest, ARawFileIsClaimedForAPushOnceWhenInMemoryAndSmallEnough) {
   const uint64_t f1 = ino("f1"), f2 = ino("f2");
-  auto claimed = [&](uint64_t i, uint64_t max) { return !ns_->claim_raw_push(i, max).empty(); };
+  auto claimed = [&](uint64_t i, uint64_t max) { return !raw_->claim_push(i, max).empty(); };
   EXPECT_FALSE(claimed(f1, 1 << 20)) << "not in memory yet";
   datasets_[0]->start_loading();
   while (!datasets_[0]->load_progress().done) ::usleep(1000);
   EXPECT_FALSE(claimed(f2, 99999)) << "100000 bytes is more than the limit";
-  const std::span<const std::byte> f2_bytes = ns_->claim_raw_push(f2, 100000);
+  const std::span<const std::byte> f2_bytes = raw_->claim_push(f2, 100000);
   ASSERT_EQ(f2_bytes.size(), 100000u);
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(f2_bytes.data()), f2_bytes.size()), std::string(100000, 'c'))
       << "the file's bytes, from memory";
   EXPECT_TRUE(claimed(f1, 1 << 20)) << "not claimed before loading: a refusal claims nothing";
   EXPECT_FALSE(claimed(f1, 1 << 20)) << "claimed already";
+  inodes_.forget(f1);
+  EXPECT_TRUE(claimed(f1, 1 << 20)) << "the kernel forgot the inode: its next one may be pushed";
   EXPECT_FALSE(claimed(ino("empty"), 1 << 20)) << "nothing to push";
   EXPECT_FALSE(claimed(kStatsIno, 1 << 20)) << "not a raw file";
   EXPECT_FALSE(claimed(ns_->lookup(kRootIno, "ds")->ino, 1 << 20)) << "a directory";
   const uint64_t requests = datasets_[0]->raw_counters().requests.load();
-  ns_->count_raw_push(f2, 100000);
+  raw_->count_push(f2, 100000);
   EXPECT_EQ(datasets_[0]->raw_counters().pushed_files.load(), 1u);
   EXPECT_EQ(datasets_[0]->raw_counters().pushed_bytes.load(), 100000u);
   EXPECT_EQ(datasets_[0]->raw_counters().requests.load(), requests + 1) << "a push is a request served from memory";
@@ -271,8 +314,8 @@ TEST_F(PassthroughNamespaceTest, ARawFileIsClaimedForAPushOnceWhenInMemoryAndSma
 TEST_F(PassthroughNamespaceTest, AChangedBackendFileIsNotHandedToTheKernel) {
   const uint64_t f5 = ino("f5");
   std::ofstream(root_ + "/f5", std::ios::binary | std::ios::app) << "more";
-  EXPECT_FALSE(ns_->open_backend_file(f5).valid()) << "the scan's pin no longer matches";
-  EXPECT_FALSE(ns_->prefetch_backend_file(f5, 1 << 20).valid());
+  EXPECT_FALSE(raw_->open_backend_file(f5).valid()) << "the scan's pin no longer matches";
+  EXPECT_FALSE(raw_->prefetch_backend_file(f5, 1 << 20).valid());
   EXPECT_EQ(datasets_[0]->raw_counters().passthrough_files.load(), 0u);
   // And dlfsd's own read of it fails instead of serving other bytes.
   cache::Gather g;

@@ -1,4 +1,4 @@
-#include "fs/kernel/fuse_uring.h"
+#include "fs/kernel/wire/fuse_uring.h"
 
 #include <liburing.h>
 #include <pthread.h>

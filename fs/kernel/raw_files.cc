@@ -1,7 +1,8 @@
-// The namespace's side of what the kernel is handed instead of asking dlfsd:
-// FUSE passthrough (fs/kernel/backing_files.h: which raw files the kernel reads
-// from their backend files while datasets load), and the raw files pushed
-// into its page cache at an open's isatty() (fs/kernel/fuse_ops.cc, op_ioctl).
+// What the kernel is handed instead of asking dlfsd: raw files read from
+// their backend files while datasets load (FUSE passthrough), and raw files
+// pushed into the page cache from memory.
+#include "fs/kernel/raw_files.h"
+
 #include <fcntl.h>
 
 #include <algorithm>
@@ -9,20 +10,18 @@
 
 #include <spdlog/spdlog.h>
 
-#include "fs/namespace/namespace.h"
-
 namespace dlfs::fs {
 
-bool Namespace::passthrough_loading() const {
-  for (const auto& slot : datasets_) {
+bool RawFiles::loading_with_passthrough() const {
+  for (const auto& slot : ns_.datasets()) {
     if (!slot->settled()) return true;  // it may pass files through once scanned
     if (const Dataset* ds = slot->get(); ds && ds->passthrough() && ds->loading()) return true;
   }
   return false;
 }
 
-bool Namespace::wants_passthrough(uint64_t ino) const {
-  const auto [ds, f] = raw_file_of(ino);
+bool RawFiles::wants_passthrough(uint64_t ino) const {
+  const auto [ds, f] = ns_.raw_file_of(ino);
   if (!ds || !ds->passthrough() || !ds->loading()) return false;
   const auto& m = ds->manifest();
   const uint64_t begin = m.file_data_offset(f), size = m.file_size(f);
@@ -34,8 +33,8 @@ bool Namespace::wants_passthrough(uint64_t ino) const {
   return b.resident_span(begin, size) == nullptr;
 }
 
-UniqueFd Namespace::prefetch_backend_file(uint64_t ino, uint64_t bytes) const {
-  const auto [ds, f] = raw_file_of(ino);
+UniqueFd RawFiles::prefetch_backend_file(uint64_t ino, uint64_t bytes) const {
+  const auto [ds, f] = ns_.raw_file_of(ino);
   if (!ds) return UniqueFd();
   auto fd = ds->backend().open_checked(f);
   if (!fd) return UniqueFd();  // the open, if any, finds out and says why
@@ -45,8 +44,8 @@ UniqueFd Namespace::prefetch_backend_file(uint64_t ino, uint64_t bytes) const {
   return std::move(fd).value();
 }
 
-UniqueFd Namespace::open_backend_file(uint64_t ino, UniqueFd opened) const {
-  const auto [ds, f] = raw_file_of(ino);
+UniqueFd RawFiles::open_backend_file(uint64_t ino, UniqueFd opened) const {
+  const auto [ds, f] = ns_.raw_file_of(ino);
   if (!ds) return UniqueFd();
   if (!opened.valid()) {
     auto fd = ds->backend().open_checked(f);
@@ -63,8 +62,8 @@ UniqueFd Namespace::open_backend_file(uint64_t ino, UniqueFd opened) const {
   return opened;
 }
 
-std::span<const std::byte> Namespace::claim_raw_push(uint64_t ino, uint64_t max_size) const {
-  const auto [ds, f] = raw_file_of(ino);
+std::span<const std::byte> RawFiles::claim_push(uint64_t ino, uint64_t max_size) const {
+  const auto [ds, f] = ns_.raw_file_of(ino);
   if (!ds) return {};
   const auto& m = ds->manifest();
   const uint64_t size = m.file_size(f);
@@ -72,12 +71,14 @@ std::span<const std::byte> Namespace::claim_raw_push(uint64_t ino, uint64_t max_
   // Resident in one piece: the push copies from memory and never waits on
   // the backend or a peer (the worker that pushes holds up the reader).
   const std::byte* bytes = ds->buffer().resident_span(m.file_data_offset(f), size);
-  if (bytes == nullptr || !ds->claim_push(f)) return {};
+  if (bytes == nullptr) return {};
+  const bool first = inodes_.with(ino, [](KernelInode& e) { return !std::exchange(e.pushed, true); });
+  if (!first) return {};
   return {bytes, size};
 }
 
-void Namespace::count_raw_push(uint64_t ino, uint64_t bytes) const {
-  const auto [ds, f] = raw_file_of(ino);
+void RawFiles::count_push(uint64_t ino, uint64_t bytes) const {
+  const auto [ds, f] = ns_.raw_file_of(ino);
   if (!ds) return;
   auto& c = ds->raw_counters();
   c.requests.fetch_add(1, std::memory_order_relaxed);
@@ -85,14 +86,6 @@ void Namespace::count_raw_push(uint64_t ino, uint64_t bytes) const {
   c.reads.memory_bytes.fetch_add(bytes, std::memory_order_relaxed);
   c.pushed_files.fetch_add(1, std::memory_order_relaxed);
   c.pushed_bytes.fetch_add(bytes, std::memory_order_relaxed);
-}
-
-std::pair<const Dataset*, uint32_t> Namespace::raw_file_of(uint64_t ino) const {
-  auto n = decode_ino(ino);
-  if (!n || n->kind != NodeKind::raw_file) return {nullptr, 0};
-  const Dataset* ds = ready_dataset(*n);
-  if (!ds || n->index >= ds->manifest().file_count()) return {nullptr, 0};
-  return {ds, static_cast<uint32_t>(n->index)};
 }
 
 }  // namespace dlfs::fs

@@ -13,7 +13,7 @@
 // thread that answers it take turns on one CPU.
 //
 // libfuse 3.14 knows nothing of it. The INIT reply asks for it
-// (FUSE_OVER_IO_URING, patched on the wire by fs/kernel/fuse_wire.cc), then
+// (FUSE_OVER_IO_URING, patched on the wire by fs/kernel/wire/fuse_wire.cc), then
 // each thread registers one ring entry (a header and a payload buffer) with
 // its queue. A request the kernel puts in an entry is rebuilt into the bytes
 // read(2) would have returned and handed to fuse_session_process_buf; the
