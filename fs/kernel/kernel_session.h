@@ -16,8 +16,9 @@
 //     k.unmount();    // overlays detached, unmounted, queues stopped, session gone
 //
 // What a libfuse with passthrough and io_uring (3.18) makes unnecessary sits
-// in fs/kernel/wire/ and is reached only from kernel_session.cc and
-// fuse_ops.cc's two passthrough replies: replacing it is one change here.
+// in fs/kernel/wire/ and is reached only from kernel_session.cc and from
+// fuse_ops.cc's INIT (the flags it asks for) and passthrough OPEN replies:
+// replacing it is one change in those two files.
 //
 // Thread safety: exit(), mounted() and stats() may be called from any
 // thread; the four steps from the thread that runs the loop, in order.

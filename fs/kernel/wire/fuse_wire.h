@@ -23,7 +23,7 @@
 // (kernel_registrar) and the io_uring queues (fs/kernel/wire/fuse_uring.h):
 // this folder is what a libfuse with passthrough and io_uring (3.18) makes
 // unnecessary, used only by fs/kernel/kernel_session.cc and the callbacks'
-// two passthrough replies (fs/kernel/fuse_ops.cc).
+// INIT and passthrough OPEN replies (fs/kernel/fuse_ops.cc).
 //
 // Thread safety: the hooks are reentrant.
 #pragma once
