@@ -9,6 +9,7 @@
   report    progress lines, medians and ratios, JSON results
   teardown  signals turned into a clean exit, steps undone last-first
   client    the Python client (python/dlfs) of this tree
+  loaders   the PyTorch DataLoader datasets pipeline_bench.py measures
   backends  shared filesystems over loopback (NFS, sshfs) for pipeline and load benches
 
 Only the standard library is imported here, so that tests can import `stats`."""
