@@ -261,11 +261,11 @@ def ab_aggregate(a, builds, daemons):
 
 def main():
     ap = cli.parser(__doc__, workdir="/tmp/dlfs-cluster-bench", repeat=3, json="write all results here",
+                    only="aggregate,remote",
                     build="a build directory, or LABEL=DIR,LABEL=DIR,... for an A/B of the aggregate")
     ap.add_argument("--rounds", type=int, default=3, help="A/B rounds (several builds only)")
     ap.add_argument("--size", type=cli.size_arg, default=1 << 30, help="dataset size (files of 1 MiB)")
     ap.add_argument("--nodes", default="1,2,3")
-    ap.add_argument("--only", default="aggregate,remote")
     ap.add_argument("--perftest-iters", type=int, default=2000)
     ap.add_argument("--plots", help="directory for nodes_vs_throughput.png (default: --json's directory, else --workdir)")
     a = ap.parse_args()

@@ -297,8 +297,8 @@ def report(a, sizes, summary):
 
 
 def parse_args():
-    ap = cli.parser(__doc__, workdir="/tmp/dlfs-bench-pipeline", repeat=3, build="the build directory whose fs/dlfsd runs",
-                    quick="tiny smoke run (seconds per backend)", json="write every run and the summary here")
+    ap = cli.parser(__doc__, workdir="/tmp/dlfs-bench-pipeline", repeat=3, quick="tiny smoke run (seconds per backend)",
+                    json="write every run and the summary here", build="the build directory whose fs/dlfsd runs")
     ap.add_argument("--dlfsd-arg", action="append", default=[], metavar="ARG",
                     help="one more dlfsd flag, e.g. --dlfsd-arg=--view-drop-behind=0 (repeatable): the same "
                          "build under another setting, in a second run")

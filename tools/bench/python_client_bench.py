@@ -24,7 +24,7 @@ import time
 
 from benchlib import cli
 from benchlib.client import dlfs
-from benchlib.daemons import Daemons
+from benchlib.daemons import run_parts
 from benchlib.datasets import ensure_dataset
 from benchlib.readers import MiB, drop_caches, read_files
 from benchlib.report import log, medians, paired_ratio, write_json
@@ -153,8 +153,7 @@ def report(res):
 
 def main():
     ap = cli.parser(__doc__, workdir="/tmp/dlfs-bench-full", repeat=3, quick="tiny smoke run",
-                    json="write all results here")
-    ap.add_argument("--only", default="large,small")
+                    json="write all results here", only="large,small")
     ap.add_argument("--large-size", type=cli.size_arg, default=1 << 30)
     ap.add_argument("--small-count", type=int, default=50000)
     a = ap.parse_args()
@@ -163,10 +162,7 @@ def main():
     cli.require_root(ap, "FUSE mounts, drop_caches")
     dlfsd = cli.built(ap, a.build, "fs/dlfsd")
     os.makedirs(a.workdir, exist_ok=True)
-    res = {}
-    with Daemons() as daemons:
-        for part in a.only.split(","):
-            res[part] = {"large": bench_large, "small": bench_small}[part](a, daemons, dlfsd)
+    res = run_parts(a, {"large": bench_large, "small": bench_small}, dlfsd)
     report(res)
     if a.json:
         write_json(a.json, res)

@@ -25,7 +25,7 @@ import time
 
 import plots
 from benchlib import cli, readers
-from benchlib.daemons import Daemons
+from benchlib.daemons import run_parts
 from benchlib.datasets import ensure_dataset
 from benchlib.readers import MiB, drop_caches, read_files, read_index, read_stream
 from benchlib.report import log, medians, write_json
@@ -172,8 +172,7 @@ def report(res):
 
 def main():
     ap = cli.parser(__doc__, workdir="/tmp/dlfs-bench-full", repeat=3, quick="tiny smoke run",
-                    json="write all results here")
-    ap.add_argument("--only", default="small,large,rounds")
+                    json="write all results here", only="small,large,rounds")
     ap.add_argument("--small-count", type=int, default=50000)
     ap.add_argument("--large-size", type=cli.size_arg, default=2 << 30)
     ap.add_argument("--rounds-count", type=int, default=4096, help="64 KiB files for the rounds run (256 MiB)")
@@ -185,10 +184,7 @@ def main():
     cli.require_root(ap, "FUSE mounts, drop_caches")
     dlfsd = cli.built(ap, a.build, "fs/dlfsd")
     os.makedirs(a.workdir, exist_ok=True)
-    res = {}
-    with Daemons() as daemons:
-        for part in a.only.split(","):
-            res[part] = {"small": bench_small, "large": bench_large, "rounds": bench_rounds}[part](a, daemons, dlfsd)
+    res = run_parts(a, {"small": bench_small, "large": bench_large, "rounds": bench_rounds}, dlfsd)
     report(res)
     if a.json:
         write_json(a.json, res)

@@ -17,10 +17,12 @@ def size_arg(text):
     return int(float(t[:-1]) * UNITS[t[-1]]) if t[-1] in UNITS else int(t)
 
 
-def parser(doc, workdir=None, repeat=None, quick=None, json=None, build="meson build directory whose binaries run"):
+def parser(doc, workdir=None, repeat=None, quick=None, json=None, only=None,
+           build="meson build directory whose binaries run"):
     """An ArgumentParser with the script's docstring as its help and the shared
     options the script names (None leaves one out; for --quick and --json the
-    value is the option's help, saying what it does in this script)."""
+    value is the option's help, saying what it does in this script; for --only
+    the parts the script has, all run by default)."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     if build:
         ap.add_argument("--build", default=os.path.join(SRC, "build"), help=build)
@@ -32,6 +34,8 @@ def parser(doc, workdir=None, repeat=None, quick=None, json=None, build="meson b
         ap.add_argument("--quick", action="store_true", help=quick)
     if json:
         ap.add_argument("--json", help=json)
+    if only:
+        ap.add_argument("--only", default=only, help=f"the parts to run, comma-separated (default {only})")
     return ap
 
 

@@ -98,7 +98,8 @@ class Daemons:
     def serve(self, dlfsd, workdir, tag, backend, extra=(), prefix="views", seed=1, ready=loaded, env=None):
         """A dlfsd serving `backend` as dataset ds at <workdir>/mnt-<prefix>-<tag>
         (socket <prefix>-<tag>.sock, log dlfsd-<prefix>-<tag>.log), returned once
-        ready(mnt) (default: loaded)."""
+        ready(mnt) (default: loaded). The default prefix is the one views_bench.py
+        gave its daemons: the scripts that share its workdir keep those names."""
         mnt = os.path.join(workdir, f"mnt-{prefix}-{tag}")
         sock = os.path.join(workdir, f"{prefix}-{tag}.sock")
         p = self.start("dlfsd", dlfsd_argv(dlfsd, mnt, backend, sock, extra, seed=seed), mnt,
@@ -115,3 +116,11 @@ class Daemons:
         for f in self._logs:
             f.close()
         self._logs = []
+
+
+def run_parts(a, parts, *args):
+    """{name: parts[name](a, daemons, *args)} for each part --only names, in its
+    order, with one Daemons: a part that fails or is interrupted leaves no
+    daemon running."""
+    with Daemons() as daemons:
+        return {name: parts[name](a, daemons, *args) for name in a.only.split(",")}
