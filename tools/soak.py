@@ -34,7 +34,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "bench"))
-from run_bench import Daemons, SRC, dlfs_stats, ensure_dataset, size_arg  # noqa: E402
+from benchlib import SRC  # noqa: E402
+from benchlib.cli import size_arg  # noqa: E402
+from benchlib.daemons import Daemons  # noqa: E402
+from benchlib.datasets import ensure_dataset  # noqa: E402
+from benchlib.stats import mount_stats  # noqa: E402
 
 
 def proc_figures(pid):
@@ -259,7 +263,7 @@ def main():
         for t in threads:
             t.join(60)
         sample_figures(cluster, curve, t0)
-        stats = [dlfs_stats(m)["datasets"][0]["bytes_by_source"] for m in cluster.mnt]
+        stats = [mount_stats(m)["datasets"][0]["bytes_by_source"] for m in cluster.mnt]
         print("bytes by source per node: " + "; ".join(str(s) for s in stats))
     finally:
         cluster.daemons.stop_all()

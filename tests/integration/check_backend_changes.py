@@ -17,11 +17,10 @@ whose memory budget holds only the first part of the dataset.
 """
 import argparse
 import errno
-import json
 import os
 import sys
 
-from checklib import fail
+from checklib import fail, mount_stats
 
 
 def canonical_files(root):
@@ -34,8 +33,7 @@ def canonical_files(root):
 
 
 def stats(mnt):
-    with open(os.path.join(mnt, ".dlfs", "stats")) as f:
-        return json.load(f)["datasets"][0]
+    return mount_stats(mnt)["datasets"][0]
 
 
 def pick(args):

@@ -20,14 +20,12 @@ import argparse
 import ctypes
 import hashlib
 import io
-import json
 import mmap
 import os
-import subprocess
 import tarfile
 import time
 
-from checklib import fail
+from checklib import add_daemon_args, daemon_stats, fail
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -90,16 +88,12 @@ def check_members(data, backend, where):
 
 
 def drop_stats(a):
-    out = subprocess.run([a.ctl, "--socket", a.socket, "--json", "stats"], check=True, capture_output=True, text=True)
-    return json.loads(out.stdout)["fuse"]["view_drop_behind"]
+    return daemon_stats(a)["fuse"]["view_drop_behind"]
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mnt", required=True)
-    ap.add_argument("--backend", required=True)
-    ap.add_argument("--ctl", required=True)
-    ap.add_argument("--socket", required=True)
+    add_daemon_args(ap)
     ap.add_argument("--epoch", type=int, default=0)
     ap.add_argument("--expect", choices=("dropped", "kept"), required=True)
     ap.add_argument("--keep-max", type=int, default=80 << 20, help="bytes that may stay cached (dropped)")

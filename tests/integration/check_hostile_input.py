@@ -32,7 +32,7 @@ import os
 import socket
 import tarfile
 
-from checklib import fail
+from checklib import fail, mount_stats
 
 libc = ctypes.CDLL(None, use_errno=True)
 BIG = 2**64 - 1
@@ -281,8 +281,7 @@ def check_many_views(mnt, ds):
         if e % drop_every == drop_every - 1:
             with open("/proc/sys/vm/drop_caches", "w") as f:
                 f.write("2\n")
-    with open(os.path.join(mnt, ".dlfs", "stats")) as f:
-        ids = json.load(f)["datasets"][0]["views"]["ids"]
+    ids = mount_stats(mnt)["datasets"][0]["views"]["ids"]
     expect(ids["recycled"] > 0 and ids["in_use"] <= 65535, f"view ids after {n} distinct views: {ids}")
     for e in (n - 1, 3, 40_000):  # new, recycled away and back, in between
         head = read_file(os.path.join(mnt, ds, "epochs", str(e), "1", "0.index")).split(b"\n", 1)[0]

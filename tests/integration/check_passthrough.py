@@ -8,14 +8,12 @@
                      exits 77 when the kernel offers no passthrough
   off MNT BACKEND    the same reads with --passthrough off: none passed through
 """
-import json
 import mmap
 import os
-import subprocess
 import sys
 import time
 
-from checklib import fail
+from checklib import ctl_stats, fail
 
 COUNT, SIZE = 240, 64 * 1024
 CTL = os.environ.get("DLFS_CTL", "dlfs-ctl")
@@ -35,8 +33,7 @@ def make(d):
 
 def stats(mnt):
     """Through the control socket: reading /.dlfs/stats would count requests itself."""
-    out = subprocess.run([CTL, "--socket", SOCKET, "--json", "stats"], check=True, capture_output=True, text=True)
-    s = json.loads(out.stdout)
+    s = ctl_stats(CTL, SOCKET)
     return s, s["datasets"][0]
 
 

@@ -13,9 +13,8 @@ Used by cluster_scenario.sh (20_cluster_netns, 21_cluster_shm):
 Node i's stats are WORK/mnt<i>/.dlfs/stats.
 """
 import argparse
-import json
 
-from checklib import fail
+from checklib import fail, mount_stats
 
 
 def main():
@@ -25,8 +24,7 @@ def main():
     args = ap.parse_args()
     work, n = args.work, args.n
     for i in range(n):
-        with open(f"{work}/mnt{i}/.dlfs/stats") as f:
-            s = json.load(f)
+        s = mount_stats(f"{work}/mnt{i}")
         d = s["datasets"][0]
         by = d["bytes_by_source"]
         stripe = d["stripe"]["end"] - d["stripe"]["begin"]

@@ -1,10 +1,18 @@
 """What the scenario checkers share: one way to fail, one spelling of the
-fixed-record backend's arguments. Imported by the check_*.py scripts next to
-it (Python puts a script's own directory first on sys.path)."""
-import json
+fixed-record backend's arguments, and what they share with the benchmarks
+(tools/bench/benchlib): the daemon's stats, its counters' growth, a file
+read whole and a tree's files. Imported by the check_*.py scripts next to it
+(Python puts a script's own directory first on sys.path)."""
 import os
-import subprocess
 import sys
+
+# Second on sys.path: the checkers' own directory keeps precedence.
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "bench"))
+from benchlib.readers import files_under as backend_files, read_whole as read  # noqa: E402
+from benchlib.stats import ctl_stats, mount_stats, spent_between  # noqa: E402
+
+__all__ = ["fail", "add_fixed_backend_args", "read", "backend_files", "add_daemon_args", "daemon_stats", "ctl_stats",
+           "mount_stats", "spent_between"]
 
 
 def fail(msg):
@@ -20,17 +28,6 @@ def add_fixed_backend_args(ap, world_size=2):
     ap.add_argument("--header-bytes", type=int, default=16, help="bytes before the first record of each file")
 
 
-def read(path):
-    """A file's bytes, read whole with Python's open() (as user code does)."""
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def backend_files(root):
-    """Every file under `root`, as sorted paths relative to it."""
-    return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs)
-
-
 def add_daemon_args(ap):
     """A check against one mounted dlfsd: its mountpoint, its backend, and
     dlfs-ctl with the daemon's control socket (a.mnt, a.backend, a.ctl, a.socket)."""
@@ -42,10 +39,4 @@ def add_daemon_args(ap):
 
 def daemon_stats(a):
     """The daemon's stats over its control socket (no FUSE request is counted)."""
-    out = subprocess.run([a.ctl, "--socket", a.socket, "--json", "stats"], check=True, capture_output=True, text=True)
-    return json.loads(out.stdout)
-
-
-def spent_between(before, after):
-    """What counters grew by between two snapshots of a flat {name: count}."""
-    return {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    return ctl_stats(a.ctl, a.socket)

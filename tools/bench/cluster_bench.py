@@ -24,8 +24,6 @@ usage: cluster_bench.py [--build DIR] [--workdir DIR] [--size 1G] [--nodes 1,2,3
                         round, the order rotating; medians and per-round ratios)
 Needs root (namespaces, FUSE mounts).
 """
-import argparse
-import json
 import os
 import re
 import secrets
@@ -35,11 +33,14 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import plots  # noqa: E402
-from run_bench import Daemons, SRC, drop_caches, ensure_dataset, log, size_arg  # noqa: E402
+import plots
+from benchlib import SRC, cli
+from benchlib.daemons import Daemons, answers, dlfsd_argv
+from benchlib.datasets import ensure_dataset
+from benchlib.readers import MiB, drop_caches, read_stream
+from benchlib.report import log, medians, paired_ratio, write_json
+from benchlib.stats import mount_stats
 
-MiB = 1 << 20
 NETNS_LIB = os.path.join(SRC, "tests/integration/netns_lib.sh")
 
 
@@ -52,33 +53,14 @@ def netns(cmd, tag, n=0):
     return [f"dlfs-{tag}-n{i}" for i in range(n)], [f"10.213.0.{i + 1}" for i in range(n)]
 
 
-def stats(mnt):
-    with open(os.path.join(mnt, ".dlfs/stats")) as f:
-        return json.load(f)
-
-
 def all_resident(mnt):
     try:
-        s = stats(mnt)
+        s = mount_stats(mnt)
     except (OSError, ValueError):
         return False
     c = s.get("cluster")
     # Before its scan and join a dataset has no "load" (dlfsd mounts first).
     return (c is None or c["all_resident"]) and all(d.get("load", {}).get("state") == "done" for d in s["datasets"])
-
-
-def read_stream(path, bs=MiB):
-    fd = os.open(path, os.O_RDONLY)
-    n = 0
-    try:
-        while True:
-            b = os.read(fd, bs)
-            if not b:
-                break
-            n += len(b)
-    finally:
-        os.close(fd)
-    return n
 
 
 class Cluster:
@@ -96,13 +78,12 @@ class Cluster:
         env = dict(os.environ, UCX_TLS="tcp", UCX_NET_DEVICES="eth0", UCX_WARN_UNUSED_ENV_VARS="n")
         os.environ.update(env)  # Daemons.start inherits it
         for i in range(n):
-            argv = ["nsenter", f"--net=/var/run/netns/{self.names[i]}", "--", a.dlfsd, "--mountpoint", self.mnts[i],
-                    "--backend", a.dataset, "--name", "ds", "--seed", "3", "--memory-budget", "4G",
-                    "--control-socket", os.path.join(a.workdir, f"ctl-{n}-{i}.sock"), "--token-file", token,
-                    "--peers", peers, "--rank", str(i)]
-            if n == 1:
-                argv = argv[argv.index("--") + 1:argv.index("--token-file")]
-            daemons.start(f"dlfsd {i}/{n}", argv, self.mnts[i], lambda m=self.mnts[i]: os.path.exists(m + "/.dlfs/stats"),
+            argv = dlfsd_argv(a.dlfsd, self.mnts[i], a.dataset, os.path.join(a.workdir, f"ctl-{n}-{i}.sock"),
+                              ["--memory-budget", "4G"], seed=3)
+            if n > 1:
+                argv = ["nsenter", f"--net=/var/run/netns/{self.names[i]}", "--", *argv, "--token-file", token,
+                        "--peers", peers, "--rank", str(i)]
+            daemons.start(f"dlfsd {i}/{n}", argv, self.mnts[i], lambda m=self.mnts[i]: answers(m),
                           os.path.join(a.workdir, f"dlfsd-{n}-{i}.log"))
         deadline = time.time() + 300
         while not all(all_resident(m) for m in self.mnts):
@@ -126,7 +107,7 @@ def bench_aggregate(a, n, daemons, results):
             t0 = time.perf_counter()
 
             def run(i):
-                got[i] = read_stream(f"{c.mnts[i]}/ds/epochs/{epoch}/{n}/{i}.tar")
+                got[i] = read_stream(f"{c.mnts[i]}/ds/epochs/{epoch}/{n}/{i}.tar")[0]
                 ends[i] = time.perf_counter()
 
             ts = [threading.Thread(target=run, args=(i,)) for i in range(n)]
@@ -138,7 +119,7 @@ def bench_aggregate(a, n, daemons, results):
             rate = sum(got) / secs / 1e6
             rates.append(rate)
             log(f"aggregate {n} node(s) rep {rep}: {sum(got) / MiB:.0f} MiB in {secs:.2f} s = {rate:,.0f} MB/s")
-        by = [stats(m)["datasets"][0]["bytes_by_source"] for m in c.mnts]
+        by = [mount_stats(m)["datasets"][0]["bytes_by_source"] for m in c.mnts]
         results["aggregate"][str(n)] = {"mb_s": statistics.median(rates), "runs": rates, "bytes_by_source": by}
     finally:
         c.close(daemons)
@@ -194,7 +175,7 @@ def read_files(mnt, files, threads):
     t0 = time.perf_counter()
 
     def run(t):
-        got[t] = sum(read_stream(os.path.join(mnt, "ds/raw", f)) for f in files[t::threads])
+        got[t] = sum(read_stream(os.path.join(mnt, "ds/raw", f))[0] for f in files[t::threads])
 
     ts = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
     for t in ts:
@@ -209,16 +190,16 @@ def bench_remote(a, daemons, results):
     (resident: the FUSE path alone), through its mount; ucx_perftest on the same link."""
     c = Cluster(a, 2, daemons)
     try:
-        s1 = stats(c.mnts[1])["datasets"][0]["stripe"]
-        s0 = stats(c.mnts[0])["datasets"][0]["stripe"]
+        s1 = mount_stats(c.mnts[1])["datasets"][0]["stripe"]
+        s0 = mount_stats(c.mnts[0])["datasets"][0]["stripe"]
         remote_files, local_files = files_in(a, s1["begin"], s1["end"]), files_in(a, s0["begin"], s0["end"])
         runs = {k: [] for k in ("remote_1", "remote_4", "local_1", "local_4", "perftest_1", "perftest_4")}
         for rep in range(a.repeat):
             for threads in (1, 4):
                 drop_caches()
-                before = stats(c.mnts[0])["datasets"][0]["bytes_by_source"]
+                before = mount_stats(c.mnts[0])["datasets"][0]["bytes_by_source"]
                 n, secs = read_files(c.mnts[0], remote_files, threads)
-                after = stats(c.mnts[0])["datasets"][0]["bytes_by_source"]
+                after = mount_stats(c.mnts[0])["datasets"][0]["bytes_by_source"]
                 if after["remote"] - before["remote"] < n or after["backend"] != before["backend"]:
                     sys.exit(f"node 0's reads were not all remote gets: {before} -> {after} for {n} bytes")
                 runs[f"remote_{threads}"].append(n / secs / 1e6)
@@ -230,7 +211,7 @@ def bench_remote(a, daemons, results):
             log("remote rep {}: node 1's stripe on node 0 {:,.0f} MB/s (1 reader) {:,.0f} (4); own stripe {:,.0f} / {:,.0f}; "
                 "ucx_perftest ucp_get 1 MiB -O 1 {:,.0f}, -O 4 {:,.0f}".format(
                     rep, *(runs[k][-1] for k in ("remote_1", "remote_4", "local_1", "local_4", "perftest_1", "perftest_4"))))
-        med = {k: statistics.median(v) for k, v in runs.items()}
+        med = medians(runs)
         results["remote"] = {"median_mb_s": med, "runs": runs, "bytes": n}
     finally:
         c.close(daemons)
@@ -272,53 +253,41 @@ def ab_aggregate(a, builds, daemons):
     for n in n_list:
         for label, _ in builds:
             runs = rounds[label][n]
-            ratios = [x / y for x, y in zip(runs, rounds[first][n])]
             print(f"  {n} node(s)  {label:>12} {statistics.median(runs):8,.0f}   "
-                  f"x{statistics.median(ratios):.2f} of {first}   rounds: " + ", ".join(f"{x:,.0f}" for x in runs))
+                  f"x{paired_ratio(runs, rounds[first][n]):.2f} of {first}   rounds: "
+                  + ", ".join(f"{x:,.0f}" for x in runs))
     return rounds
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default=os.path.join(SRC, "build"),
-                    help="a build directory, or LABEL=DIR,LABEL=DIR,... for an A/B of the aggregate")
+    ap = cli.parser(__doc__, workdir="/tmp/dlfs-cluster-bench", repeat=3, json="write all results here",
+                    only="aggregate,remote",
+                    build="a build directory, or LABEL=DIR,LABEL=DIR,... for an A/B of the aggregate")
     ap.add_argument("--rounds", type=int, default=3, help="A/B rounds (several builds only)")
-    ap.add_argument("--workdir", default="/tmp/dlfs-cluster-bench")
-    ap.add_argument("--size", type=size_arg, default=1 << 30, help="dataset size (files of 1 MiB)")
+    ap.add_argument("--size", type=cli.size_arg, default=1 << 30, help="dataset size (files of 1 MiB)")
     ap.add_argument("--nodes", default="1,2,3")
-    ap.add_argument("--only", default="aggregate,remote")
-    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--perftest-iters", type=int, default=2000)
-    ap.add_argument("--json")
     ap.add_argument("--plots", help="directory for nodes_vs_throughput.png (default: --json's directory, else --workdir)")
     a = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("cluster_bench.py needs root (network namespaces and FUSE mounts)")
+    cli.require_root(ap, "network namespaces and FUSE mounts")
     builds = parse_builds(a.build)
     a.dlfsd = os.path.join(builds[0][1], "fs/dlfsd")
     os.makedirs(a.workdir, exist_ok=True)
     a.dataset = os.path.join(a.workdir, f"data-{a.size >> 20}M")
     ensure_dataset(a.dataset, a.size // MiB, MiB, 16)
     if len(builds) > 1:
-        daemons = Daemons()
-        try:
+        with Daemons() as daemons:
             rounds = ab_aggregate(a, builds, daemons)
-        finally:
-            daemons.stop_all()
         if a.json:
-            with open(a.json, "w") as f:
-                json.dump({"ab_aggregate": {k: {str(n): v for n, v in r.items()} for k, r in rounds.items()}}, f, indent=1)
+            write_json(a.json, {"ab_aggregate": {k: {str(n): v for n, v in r.items()} for k, r in rounds.items()}})
         return
     results = {"aggregate": {}}
-    daemons = Daemons()
-    try:
+    with Daemons() as daemons:
         if "aggregate" in a.only:
             for n in [int(x) for x in a.nodes.split(",")]:
                 bench_aggregate(a, n, daemons, results)
         if "remote" in a.only:
             bench_remote(a, daemons, results)
-    finally:
-        daemons.stop_all()
     print("\nEpoch-view streams, every node at once (MB/s, median; all nodes share this machine's 2 cores):")
     base = results["aggregate"].get("1", {}).get("mb_s")
     for n, r in results["aggregate"].items():
@@ -337,8 +306,7 @@ def main():
         print(f"  remote path / ucx_perftest: 1 reader {m['remote_1'] / m['perftest_1']:.2f}x of -O 1; "
               f"4 readers {m['remote_4'] / best:.2f}x of the best ({best:,.0f})")
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(results, f, indent=1)
+        write_json(a.json, results)
     if results["aggregate"]:
         plots.save("nodes_vs_throughput", results["aggregate"], a.plots or plots.default_dir(a.json, a.workdir),
                    f"{a.size >> 20} MiB of 1 MiB files, {plots.machine()}")

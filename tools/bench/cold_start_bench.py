@@ -35,15 +35,17 @@ import argparse
 import json
 import math
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_bench import Daemons, SRC, drop_caches, log  # noqa: E402
-import run_bench  # noqa: E402
+from benchlib import cli, readers
+from benchlib.daemons import Daemons, dlfsd_argv, loaded
+from benchlib.proc import children_cpu, cpu_seconds
+from benchlib.readers import drop_caches
+from benchlib.report import log, medians, write_json
+from benchlib.stats import mount_stats
 
 
 # ---- the tree ----------------------------------------------------------------
@@ -161,11 +163,6 @@ def walk_bare(root):
     return len(out)
 
 
-def children_cpu():
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
-
 def timed_child(argv):
     """Runs argv; returns its stdout and the CPU seconds (user + system) it used."""
     before = children_cpu()
@@ -184,13 +181,6 @@ def python_walk(kind, root):
 def bench_scan(binary, what, root, threads):
     out, cpu = timed_child([binary, "--what", what, "--threads", str(threads), root])
     return json.loads(out)["seconds"], cpu
-
-
-def process_cpu(pid):
-    """CPU seconds (user + system, all threads) process `pid` has used so far."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def mount_up(mnt, parent_dev):
@@ -218,65 +208,44 @@ def dlfs_mount(dlfsd, root, a, tag, wait_load):
     mnt = os.path.join(a.workdir, f"mnt-{tag}")
     os.makedirs(mnt, exist_ok=True)
     parent_dev = os.stat(os.path.dirname(mnt)).st_dev
-    daemons = Daemons()  # stops the daemon and unmounts, also on errors
     log_path = os.path.join(a.workdir, f"dlfsd-{tag}.log")
-    try:
-        with open(log_path, "w") as logf:
-            t0 = time.perf_counter()
-            proc = subprocess.Popen([dlfsd, "--mountpoint", mnt, "--backend", root, "--name", "ds", "--seed", "1",
-                                     "--control-socket", os.path.join(a.workdir, f"{tag}.sock")],
-                                    stdout=logf, stderr=subprocess.STDOUT)
-        daemons.procs.append((proc, mnt, f"dlfsd ({tag})"))
-        # Polled every 10 ms (Daemons.start's 100 ms would be a tenth of a fast start).
-        while not mount_up(mnt, parent_dev):
-            if proc.poll() is not None:
-                sys.exit(f"dlfsd ({tag}) exited with {proc.returncode} before it mounted; log:\n" + open(log_path).read())
-            if time.perf_counter() - t0 > a.load_timeout:
-                sys.exit(f"dlfsd ({tag}) not mounted after {a.load_timeout} s; log:\n" + open(log_path).read())
-            time.sleep(0.01)
+    name = f"dlfsd ({tag})"
+    with Daemons() as daemons:  # stops the daemon and unmounts, also on errors
+        proc = daemons.spawn(name, dlfsd_argv(dlfsd, mnt, root, os.path.join(a.workdir, f"{tag}.sock"), seed=1),
+                             mnt, log_path)
+        t0 = proc.started
+        # Polled every 10 ms (the default 100 ms would be a tenth of a fast start).
+        daemons.wait(proc, name, lambda: mount_up(mnt, parent_dev), log_path, a.load_timeout, poll=0.01)
         mounted = time.perf_counter() - t0
-        while not dataset_listed(mnt):
-            if proc.poll() is not None:
-                sys.exit(f"dlfsd ({tag}) exited with {proc.returncode} before the dataset listed; log:\n" +
-                         open(log_path).read())
-            if time.perf_counter() - t0 > a.load_timeout:
-                sys.exit(f"dlfsd ({tag}): the dataset does not list after {a.load_timeout} s")
-            time.sleep(0.01)
+        daemons.wait(proc, name, lambda: dataset_listed(mnt), log_path, a.load_timeout - mounted, poll=0.01)
         listed = time.perf_counter() - t0
-        cpu = process_cpu(proc.pid)
-        stats = run_bench.dlfs_stats(mnt)
-        scan_s = stats["datasets"][0].get("scan_s")
-        loaded = None
+        cpu = cpu_seconds(proc.pid)
+        scan_s = mount_stats(mnt)["datasets"][0].get("scan_s")
+        done = None
         if wait_load:
             deadline = time.time() + a.load_timeout
-            while time.time() < deadline and not run_bench.dlfs_loaded(mnt):
+            while time.time() < deadline and not loaded(mnt):
                 time.sleep(0.05)
-            if run_bench.dlfs_loaded(mnt):
-                loaded = time.perf_counter() - t0
+            if loaded(mnt):
+                done = time.perf_counter() - t0
             else:
                 log(f"dlfsd ({tag}): load not done after {a.load_timeout} s")
-        return mounted, listed, cpu, scan_s, loaded
-    finally:
-        daemons.stop_all()
+        return mounted, listed, cpu, scan_s, done
 
 
 # ---- the run --------------------------------------------------------------------
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--build", default=os.path.join(SRC, "build"))
+    p = cli.parser(__doc__, workdir="/tmp/dlfs-bench-full", repeat=3, json="write every run's figures here")
     p.add_argument("--against", help="another build directory: its dlfsd's mount time too (e.g. main's)")
-    p.add_argument("--workdir", default="/tmp/dlfs-bench-full")
     p.add_argument("--files", type=int, default=1_000_000)
     p.add_argument("--dirs", type=int, default=1000, help="leaf directories the files are spread over")
     p.add_argument("--depth", type=int, default=1, help="levels the leaf directories are nested (1: below the root)")
     p.add_argument("--size", type=int, default=128, help="bytes per file")
-    p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--threads", type=int, default=0, help="dlfs-bench-scan's scan threads (0: DLFS's default)")
     p.add_argument("--skip-load", action="store_true", help="do not wait for the load to finish")
     p.add_argument("--load-timeout", type=float, default=600)
     p.add_argument("--settle", type=float, default=1.0, help="seconds to wait after drop_caches")
-    p.add_argument("--json", help="write every run's figures here")
     p.add_argument("--walk", nargs=2, metavar=("KIND", "ROOT"), help=argparse.SUPPRESS)
     a = p.parse_args()
 
@@ -292,15 +261,11 @@ def main():
             sys.exit(f"cold_start_bench.py: {name} must be at least 1 (got {v})")
     if a.size < 0:
         sys.exit(f"cold_start_bench.py: --size must not be negative (got {a.size})")
-    if os.geteuid() != 0:
-        sys.exit("cold_start_bench.py: needs root (FUSE mounts, drop_caches)")
-    dlfsd = os.path.join(a.build, "fs/dlfsd")
-    scanner = os.path.join(a.build, "tools/bench/dlfs-bench-scan")
-    old = os.path.join(a.against, "fs/dlfsd") if a.against else None
-    for b in (dlfsd, scanner, old):
-        if b and not os.access(b, os.X_OK):
-            sys.exit(f"cold_start_bench.py: {b} is missing (build it first: ninja -C {os.path.dirname(os.path.dirname(b))})")
-    run_bench.SETTLE_S = a.settle
+    cli.require_root(p, "FUSE mounts, drop_caches")
+    dlfsd = cli.built(p, a.build, "fs/dlfsd")
+    scanner = cli.built(p, a.build, "tools/bench/dlfs-bench-scan")
+    old = cli.built(p, a.against, "fs/dlfsd") if a.against else None
+    readers.set_settle(a.settle)
     os.makedirs(a.workdir, exist_ok=True)
     root = ensure_tree(a)
 
@@ -340,8 +305,7 @@ def main():
             cpus[name].append(cpu)
             log(f"run {r + 1}/{a.repeat} {name}: {s:.2f} s, {cpu:.2f} s CPU")
 
-    med = {k: statistics.median(v) for k, v in runs.items()}
-    med_cpu = {k: statistics.median(v) for k, v in cpus.items()}
+    med, med_cpu = medians(runs), medians(cpus)
     base, base_cpu = med["stat walk"], med_cpu["stat walk"]
     print(f"\nCold start, {a.files:,} files of {a.size} B in {a.dirs:,} directories (depth {a.depth}), "
           f"medians of {a.repeat} cold runs (CPU: user + system, every thread):")
@@ -361,9 +325,9 @@ def main():
         print(f"dlfsd ({tag}) start to load done: median {statistics.median(v):.1f} s (" +
               " ".join(f"{s:.1f}" for s in v) + ")")
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"args": {k: v for k, v in vars(a).items() if k != "walk"}, "runs": runs, "cpu_s": cpus, "medians": med,
-                       "daemon_scan_s": daemon_scan, "load_s": loads, "mount_up_s": mount_ups}, f, indent=2)
+        write_json(a.json, {"args": {k: v for k, v in vars(a).items() if k != "walk"}, "runs": runs, "cpu_s": cpus,
+                            "medians": med, "daemon_scan_s": daemon_scan, "load_s": loads, "mount_up_s": mount_ups},
+                   indent=2)
 
 
 if __name__ == "__main__":

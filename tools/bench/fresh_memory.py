@@ -21,7 +21,6 @@ position effect.)
 Usage: fresh_memory.py [--size 4G] [--repeat 5] [--wait 3] [--workdir DIR]
 (root: drop_caches). Prints seconds per touch and GB/s, and the ratio.
 """
-import argparse
 import mmap
 import os
 import statistics
@@ -29,12 +28,10 @@ import subprocess
 import sys
 import time
 
+from benchlib import cli, readers
+from benchlib.readers import drop_caches
+
 PAGE = 4096
-
-
-def size_arg(s):
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(float(s[:-1]) * units[s[-1].upper()]) if s[-1].upper() in units else int(s)
 
 
 def touch(size):
@@ -48,12 +45,6 @@ def touch(size):
     secs = time.perf_counter() - t0
     m.close()
     return secs
-
-
-def drop_caches():
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
 
 
 def files_of(workdir, size):
@@ -92,15 +83,12 @@ def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--child":
         touch(int(sys.argv[2]))
         return 0
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--size", type=size_arg, default=4 << 30, help="bytes touched (default 4G)")
-    ap.add_argument("--repeat", type=int, default=5, help="repetitions (medians)")
+    ap = cli.parser(__doc__, workdir="/tmp/dlfs-fresh-memory", repeat=5, build=None)
+    ap.add_argument("--size", type=cli.size_arg, default=4 << 30, help="bytes touched (default 4G)")
     ap.add_argument("--wait", type=float, default=3.0, help="seconds between freeing and touching (default 3)")
-    ap.add_argument("--workdir", default="/tmp/dlfs-fresh-memory", help="where the page-cache files go")
     a = ap.parse_args()
-    if os.geteuid() != 0:
-        print("fresh_memory.py: needs root (writes /proc/sys/vm/drop_caches)", file=sys.stderr)
-        return 1
+    cli.require_root(ap, "writes /proc/sys/vm/drop_caches")
+    readers.set_settle(0)  # the waits between freeing and touching are --wait's
     names = files_of(a.workdir, a.size)
     res = {"after-cache": [], "after-anon": []}
     for rep in range(a.repeat):

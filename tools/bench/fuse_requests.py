@@ -23,42 +23,25 @@ a difference measured in this run, divided by the samples read.
 
 usage: fuse_requests.py [--build DIR] [--workdir DIR] [--count 2000] [--sizes 3K,110K] [--json FILE]
 """
-import argparse
-import json
 import os
-import random
-import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from run_bench import Daemons, SRC, drop_caches, ensure_dataset, log, size_arg  # noqa: E402
-from views_bench import start_dlfs  # noqa: E402
-
-sys.path.insert(0, os.path.join(SRC, "python"))
-import dlfs  # noqa: E402
+from benchlib import cli
+from benchlib.client import dlfs
+from benchlib.daemons import Daemons
+from benchlib.datasets import ensure_dataset
+from benchlib.readers import drop_caches, files_under, read_shuffled
+from benchlib.report import log, write_json
+from benchlib.stats import ctl_stats, fuse_requests, per_sample
 
 SHOWN = ("lookup", "getattr", "open", "flush", "release", "ioctl", "read", "forget")
 
 
 def fuse_counts(ctl, sock):
-    out = subprocess.run([ctl, "--socket", sock, "--json", "stats"], check=True, capture_output=True, text=True)
-    fuse = json.loads(out.stdout).get("fuse")
-    if fuse is None:
+    counts = fuse_requests(ctl_stats(ctl, sock))
+    if counts is None:
         sys.exit("fuse_requests.py: this dlfsd has no FUSE request counters in its stats (\"fuse\")")
-    return fuse["requests"]
-
-
-def read_raw(root, names, seed, whole_file=None):
-    order = list(names)
-    random.Random(seed).shuffle(order)
-    for n in order:
-        if whole_file:
-            whole_file(os.path.join(root, n))
-        else:
-            with open(os.path.join(root, n), "rb") as f:
-                f.read()
-    return len(order)
+    return counts
 
 
 def read_tar_view(ds, epoch):
@@ -79,13 +62,13 @@ def measure(a, daemons, dlfsd, ctl, size):
     tag = f"req-{size}"
     # Format fixed with one record per file: the same samples as "files" (and
     # the same raw/), plus the .bin view of fixed-size samples.
-    mnt = start_dlfs(daemons, dlfsd, a.workdir, tag, data, ["--format", "fixed", "--record-size", str(size)])
-    sock = os.path.join(a.workdir, f"views-{tag}.sock")
+    mnt, sock, _ = daemons.serve(dlfsd, a.workdir, tag, data, ["--format", "fixed", "--record-size", str(size)])
     ds = os.path.join(mnt, "ds")
-    names = sorted(os.path.relpath(os.path.join(d, f), data) for d, _, fs in os.walk(data) for f in fs)
-    phases = [("raw, epoch 1", True, lambda: read_raw(os.path.join(ds, "raw"), names, 1)),
-              ("raw, epoch 2", False, lambda: read_raw(os.path.join(ds, "raw"), names, 2)),
-              ("raw, epoch 3, read_file", False, lambda: read_raw(os.path.join(ds, "raw"), names, 3, dlfs.read_file)),
+    raw = os.path.join(ds, "raw")
+    names = files_under(data)
+    phases = [("raw, epoch 1", True, lambda: read_shuffled(raw, names, 1)[0]),
+              ("raw, epoch 2", False, lambda: read_shuffled(raw, names, 2)[0]),
+              ("raw, epoch 3, read_file", False, lambda: read_shuffled(raw, names, 3, dlfs.read_file)[0]),
               ("view tar, epoch 1", True, lambda: read_tar_view(ds, 1)),
               ("view tar, epoch 2", False, lambda: read_tar_view(ds, 2)),
               ("view bin, epoch 1", True, lambda: read_bin_view(ds, 11, size)),
@@ -97,7 +80,7 @@ def measure(a, daemons, dlfsd, ctl, size):
         before = fuse_counts(ctl, sock)
         samples = run()
         after = fuse_counts(ctl, sock)
-        rows[name] = {"samples": samples, **{k: (after.get(k, 0) - before.get(k, 0)) / samples for k in after}}
+        rows[name] = {"samples": samples, **per_sample(before, after, samples)}
         log(f"{size} B {name}: " + ", ".join(f"{k} {rows[name][k]:.3f}" for k in SHOWN))
     daemons.stop_all()
     return rows
@@ -112,28 +95,20 @@ def report(res):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default=os.path.join(SRC, "build"))
-    ap.add_argument("--workdir", default="/tmp/dlfs-bench-full")
+    ap = cli.parser(__doc__, workdir="/tmp/dlfs-bench-full", json="write all results here")
     ap.add_argument("--count", type=int, default=2000, help="samples per dataset")
     ap.add_argument("--sizes", default="3K,110K", help="sample sizes, comma-separated")
-    ap.add_argument("--json", help="write all results here")
     a = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("fuse_requests.py: needs root (FUSE mounts, drop_caches)")
-    dlfsd, ctl = os.path.join(a.build, "fs/dlfsd"), os.path.join(a.build, "tools/ctl/dlfs-ctl")
+    cli.require_root(ap, "FUSE mounts, drop_caches")
+    dlfsd, ctl = cli.built(ap, a.build, "fs/dlfsd"), cli.built(ap, a.build, "tools/ctl/dlfs-ctl")
     os.makedirs(a.workdir, exist_ok=True)
-    daemons = Daemons()
     res = {}
-    try:
+    with Daemons() as daemons:
         for s in a.sizes.split(","):
-            res[size_arg(s)] = measure(a, daemons, dlfsd, ctl, size_arg(s))
-    finally:
-        daemons.stop_all()
+            res[cli.size_arg(s)] = measure(a, daemons, dlfsd, ctl, cli.size_arg(s))
     report(res)
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(res, f, indent=1)
+        write_json(a.json, res)
 
 
 if __name__ == "__main__":

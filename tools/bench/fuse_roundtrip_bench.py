@@ -20,6 +20,8 @@ import os
 import termios
 import time
 
+from benchlib.readers import files_under, read_whole
+
 
 def run(args):
     mode, paths = args
@@ -53,12 +55,11 @@ def main():
     ap.add_argument("--procs", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3, help="timed passes; the median is printed")
     a = ap.parse_args()
-    files = sorted(os.path.join(d, f) for d, _, fs in os.walk(a.tree) for f in fs)
+    files = [os.path.join(a.tree, n) for n in files_under(a.tree)]
     if not files:
         raise SystemExit(f"{a.tree}: no files")
     for p in files:
-        with open(p, "rb") as f:
-            f.read()
+        read_whole(p)
     rates = []
     for _ in range(a.repeat):
         parts = [(a.mode, files[i::a.procs]) for i in range(a.procs)]

@@ -28,20 +28,16 @@ Each epoch is a different order (epoch = run index) so no run reuses another's.
 usage: lmdb_view_bench.py [--build DIR] [--workdir DIR] [--records 100000]
                           [--value-size 3072] [--repeat 3]
 """
-import argparse
-import json
 import os
 import statistics
 import subprocess
-import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from run_bench import Daemons, drop_caches, dlfs_loaded, log  # noqa: E402
-from views_bench import read_stream  # noqa: E402
-
-MiB = 1 << 20
+from benchlib import cli
+from benchlib.daemons import Daemons, answers, dlfsd_argv, loaded
+from benchlib.readers import MiB, drop_caches, read_stream
+from benchlib.report import log, write_json
+from benchlib.stats import mount_stats
 
 
 def build_db(path, records, value_size, every):
@@ -85,19 +81,13 @@ def python_lmdb_run(db, order):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default=os.path.join(HERE, "..", "..", "build"))
-    ap.add_argument("--workdir", default="/tmp/dlfs-lmdb-bench")
+    ap = cli.parser(__doc__, workdir="/tmp/dlfs-lmdb-bench", repeat=3, json="also write the figures here")
     ap.add_argument("--records", type=int, default=100000)
     ap.add_argument("--value-size", type=int, default=3072)
     ap.add_argument("--commit-every", type=int, default=1000)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--json", help="also write the figures here")
     a = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("lmdb_view_bench.py: needs root (FUSE mounts, drop_caches)")
-    dlfsd = os.path.join(a.build, "fs", "dlfsd")
-    ctl = os.path.join(a.build, "tools", "ctl", "dlfs-ctl")
+    cli.require_root(ap, "FUSE mounts, drop_caches")
+    dlfsd, ctl = cli.built(ap, a.build, "fs/dlfsd"), cli.built(ap, a.build, "tools/ctl/dlfs-ctl")
     db = os.path.join(a.workdir, f"lmdb-{a.records}x{a.value_size}")
     build_db(db, a.records, a.value_size, a.commit_every)
     if not os.path.exists(os.path.join(db, "data.mdb.dlfs")):
@@ -107,17 +97,15 @@ def main():
     daemons = Daemons()
 
     def start():
-        argv = [dlfsd, "--mountpoint", mnt, "--backend", db, "--name", "ds", "--format", "lmdb", "--seed", "1",
-                "--control-socket", os.path.join(a.workdir, "bench.sock")]
+        argv = dlfsd_argv(dlfsd, mnt, db, os.path.join(a.workdir, "bench.sock"), ["--format", "lmdb"], seed=1)
         t0 = time.perf_counter()
-        daemons.start("dlfsd", argv, mnt, lambda: os.path.exists(os.path.join(mnt, ".dlfs/stats")),
-                      os.path.join(a.workdir, "dlfsd.log"))
+        daemons.start("dlfsd", argv, mnt, lambda: answers(mnt), os.path.join(a.workdir, "dlfsd.log"))
         return t0
 
     def view(e):
         return os.path.join(mnt, "ds", "epochs", str(e), "1", "0")
 
-    try:
+    with daemons:
         # Cold start first (nothing of the daemon's yet), one epoch per run.
         cold_start = []
         for r in range(a.repeat):
@@ -129,10 +117,9 @@ def main():
         results["dlfs view"]["cold start"] = cold_start
 
         start()
-        while not dlfs_loaded(mnt):
+        while not loaded(mnt):
             time.sleep(0.1)
-        with open(os.path.join(mnt, ".dlfs/stats")) as f:
-            lm = json.load(f)["datasets"][0]["lmdb"]
+        lm = mount_stats(mnt)["datasets"][0]["lmdb"]
         log(f"values located by {lm['locations_from']} in {lm['locate_s']:.3f} s")
         for mode in ("cold", "warm"):
             for who in ("python3-lmdb", "dlfs view"):
@@ -150,9 +137,6 @@ def main():
                         _, dt = read_stream(view(e) + ".tar", give_back=True)
                     runs.append(dt)
                 results[who][mode] = runs
-        daemons.stop_all()
-    finally:
-        daemons.stop_all()
 
     n = a.records
     print(f"\nLMDB dataset: {n} records of {a.value_size} B, commit every {a.commit_every}, "
@@ -169,9 +153,8 @@ def main():
     print(f"ratio dlfs view cold start / python3-lmdb cold: "
           f"{med[('python3-lmdb', 'cold')] / med[('dlfs view', 'cold start')]:.2f}x")
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"records": n, "value_size": a.value_size, "runs_s": {f"{w}/{m}": r for w, ms in results.items()
-                                                                              for m, r in ms.items()}}, f, indent=1)
+        write_json(a.json, {"records": n, "value_size": a.value_size,
+                            "runs_s": {f"{w}/{m}": r for w, ms in results.items() for m, r in ms.items()}})
 
 
 if __name__ == "__main__":

@@ -36,8 +36,6 @@ usage: load_bench.py [--build DIR]... [--workdir DIR] [--size 4G] [--file-size 2
                      [--readers 4] [--repeat 3] [--filler 4G] [--loading-only] [--quick] [--perf DIR]
                      [--backend local|nfs] [--nfs-vers 4.2] [--latency-ms 0] [--json FILE]
 """
-import argparse
-import json
 import os
 import random
 import statistics
@@ -46,94 +44,17 @@ import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import nfs_backend  # noqa: E402
-import run_bench  # noqa: E402
-import teardown  # noqa: E402
-from run_bench import Daemons, SRC, dlfs_loaded, dlfs_stats, drop_caches, ensure_dataset, log, size_arg  # noqa: E402
+from benchlib import SRC, backends, cli
+from benchlib.daemons import Daemons
+from benchlib.datasets import ensure_dataset, ensure_filler
+from benchlib.proc import DeviceWatch, cpu_seconds, cpu_share, huge_page_bytes, machine_cpu
+from benchlib.readers import drop_caches, files_under, set_settle
+from benchlib.report import log, write_json
+from benchlib.stats import mount_stats
+from benchlib.teardown import Teardown
 
 PHASES = ("backend", "loading", "resident", "pressure")
 LOADING_PHASES = PHASES[:2]
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def list_files(root):
-    out = []
-    for d, _, names in os.walk(root):
-        out += [os.path.join(os.path.relpath(d, root), n) for n in names]
-    return sorted(out)
-
-
-def cpu_seconds(pid):
-    """user + system seconds of a process, all its threads (/proc/<pid>/stat)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def huge_page_bytes(pid):
-    """Bytes of the process's anonymous memory in transparent huge pages
-    (/proc/<pid>/smaps_rollup), or None where the kernel does not say."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("AnonHugePages:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def vmstat(*keys):
-    """The named counters of /proc/vmstat."""
-    got = {}
-    with open("/proc/vmstat") as f:
-        for line in f:
-            k, v = line.split()
-            if k in keys:
-                got[k] = int(v)
-    return got
-
-
-class DeviceWatch:
-    """Samples the machine's block-device reads (vmstat pgpgin, KiB) and free
-    memory every 0.25 s while a phase runs: what the device delivered per
-    second, to tell a slow device from a slow daemon."""
-
-    def __init__(self):
-        self.samples = []
-        self.stop_ev = threading.Event()
-        self.th = threading.Thread(target=self._run, daemon=True)
-        self.th.start()
-
-    def _run(self):
-        while True:
-            v = vmstat("pgpgin", "nr_free_pages")
-            self.samples.append((time.perf_counter(), v.get("pgpgin", 0), v.get("nr_free_pages", 0)))
-            if self.stop_ev.wait(0.25):
-                return
-
-    def stop(self):
-        self.stop_ev.set()
-        self.th.join()
-        v = vmstat("pgpgin", "nr_free_pages")
-        self.samples.append((time.perf_counter(), v.get("pgpgin", 0), v.get("nr_free_pages", 0)))
-
-    def per_second(self):
-        """Device GB/s in each whole second (the last one partial), and free
-        GiB at each second's start."""
-        rates, free = [], []
-        if len(self.samples) < 2:
-            return rates, free
-        t0 = self.samples[0][0]
-        start = self.samples[0]
-        for i, (t, kib, pages) in enumerate(self.samples[1:], 1):
-            if t - t0 >= len(rates) + 1 or i == len(self.samples) - 1:
-                rates.append((kib - start[1]) * 1024 / max(t - start[0], 1e-6) / 1e9)
-                free.append(start[2] * 4096 / (1 << 30))
-                start = (t, kib, pages)
-        return rates, free
 
 
 def churn_memory(nbytes):
@@ -146,21 +67,6 @@ def churn_memory(nbytes):
             "c=b'\\1'*(64<<20)\n"
             "for o in range(0,n,len(c)): m[o:o+min(len(c),n-o)]=c[:min(len(c),n-o)]\n")
     subprocess.run([sys.executable, "-c", code, str(nbytes)], check=True)
-
-
-def machine_cpu():
-    """(busy, idle, iowait) jiffies of the whole machine so far (/proc/stat)."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return sum(v) - v[3] - v[4], v[3], v[4]
-
-
-def cpu_share(before, after):
-    """'busy N%, iowait M%' of the machine's CPU time between two machine_cpu() readings:
-    whether a phase was bound by the CPUs or waited on the device."""
-    d = [b - a for a, b in zip(before, after)]
-    total = max(1, sum(d))
-    return f"machine busy {100 * d[0] / total:.0f}%, iowait {100 * d[2] / total:.0f}%"
 
 
 def read_all(root, names, readers, file_size):
@@ -217,20 +123,6 @@ def timeline(done, secs):
     return out
 
 
-def ensure_filler(workdir, total):
-    """Unrelated files that fill the page cache when read (256 MiB each)."""
-    d = os.path.join(workdir, f"filler-{total}")
-    if not os.path.exists(d + ".complete"):
-        os.makedirs(d, exist_ok=True)
-        chunk = 256 << 20
-        for i in range((total + chunk - 1) // chunk):
-            n = min(chunk, total - i * chunk)
-            subprocess.run(["dd", "if=/dev/urandom", f"of={os.path.join(d, f'f{i:03d}')}", "bs=1M",
-                            f"count={max(1, n >> 20)}", "status=none"], check=True)
-        open(d + ".complete", "w").close()
-    return sorted(os.path.join(d, n) for n in os.listdir(d))
-
-
 class Perf:
     """perf record -g of the daemon during one phase (--perf)."""
 
@@ -261,7 +153,7 @@ def load_watch(mnt, t0, stop):
     def run():
         while not stop.is_set():
             try:
-                s = dlfs_stats(mnt)["datasets"][0]["load"]
+                s = mount_stats(mnt)["datasets"][0]["load"]
                 if s["state"] == "done":
                     got["done_s"] = time.perf_counter() - t0
                     got["load"] = s
@@ -289,20 +181,13 @@ def load_done_line(log_path):
 def one_build(a, daemons, label, dlfsd, env, extra_args, data, names, filler, perf_dir, rep):
     """Phases b, c, d with one daemon build; returns {phase: (GB/s, cpu s)} and the loading timeline."""
     w = a.workdir
-    mnt = os.path.join(w, f"mnt-load-{label}")
     if a.churn_memory:
         churn_memory(a.size)
     drop_caches()  # the backend cold for the loader and the readers
     time.sleep(a.pause)
-    argv = [dlfsd, "--mountpoint", mnt, "--backend", data, "--name", "ds", "--control-socket",
-            os.path.join(w, f"load-{label}.sock"), *a.dlfsd_arg, *extra_args]
-    saved = dict(os.environ)
-    os.environ.update(env)  # this build's extra environment (--build DIR::VAR=VALUE)
-    try:
-        p = daemons.start("dlfsd", argv, mnt, lambda: mount_up(mnt), os.path.join(w, f"dlfsd-load-{label}.log"))
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    # env: this build's extra environment (--build DIR::VAR=VALUE)
+    mnt, _, p = daemons.serve(dlfsd, w, label, data, [*a.dlfsd_arg, *extra_args], prefix="load", seed=None,
+                              ready=mount_up, env=env)
     out = {}
     raw = os.path.join(mnt, "ds/raw")
 
@@ -352,18 +237,17 @@ def one_build(a, daemons, label, dlfsd, env, extra_args, data, names, filler, pe
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = cli.parser(__doc__, workdir="/tmp/dlfs-load-bench", repeat=3, build=None, json="write the results here too",
+                    quick="smoke run: 64 MiB dataset and filler, one repetition")
     ap.add_argument("--build", action="append",
                     help="meson build directory (repeatable: each is measured in the same repetitions; "
                          "default: this tree's build); DIR::VAR=VALUE[,...] runs its daemon with that "
                          "environment too, DIR::--flag[,...] with those dlfsd flags too (the same build "
                          "under two settings); items of both kinds may be mixed")
-    ap.add_argument("--workdir", default="/tmp/dlfs-load-bench")
-    ap.add_argument("--size", type=size_arg, default=4 << 30, help="dataset bytes (default 4G)")
-    ap.add_argument("--file-size", type=size_arg, default=256 << 10, help="bytes per file (default 256K)")
+    ap.add_argument("--size", type=cli.size_arg, default=4 << 30, help="dataset bytes (default 4G)")
+    ap.add_argument("--file-size", type=cli.size_arg, default=256 << 10, help="bytes per file (default 256K)")
     ap.add_argument("--readers", type=int, default=4, help="reader threads (default 4)")
-    ap.add_argument("--repeat", type=int, default=3, help="repetitions (medians)")
-    ap.add_argument("--filler", type=size_arg, default=4 << 30,
+    ap.add_argument("--filler", type=cli.size_arg, default=4 << 30,
                     help="bytes of unrelated files read before phase d (default 4G)")
     ap.add_argument("--seed", type=int, default=1, help="shuffle seed (each repetition adds its index)")
     ap.add_argument("--dlfsd-arg", action="append", default=[], help="extra dlfsd argument (repeatable)")
@@ -374,7 +258,6 @@ def main():
                          "the dataset, so that every phase starts from the state a daemon leaves behind")
     ap.add_argument("--pause", type=float, default=0.0,
                     help="seconds to wait before each daemon starts, after dropping the caches (default 0)")
-    ap.add_argument("--quick", action="store_true", help="smoke run: 64 MiB dataset and filler, one repetition")
     ap.add_argument("--backend", choices=["local", "nfs"], default="local",
                     help="where the dataset lives: the local directory (default) or an NFS mount of it over "
                          "loopback, made and torn down here (tools/bench/nfs_backend.py)")
@@ -382,15 +265,13 @@ def main():
                     help="NFS version of the kernel client (--backend nfs; the ganesha mode speaks 4.0)")
     ap.add_argument("--latency-ms", type=float, default=0.0,
                     help="added NFS round-trip latency in ms, tc netem in a network namespace (--backend nfs)")
-    ap.add_argument("--json", help="write the results here too")
     a = ap.parse_args()
     if a.latency_ms < 0 or (a.latency_ms > 0 and a.backend != "nfs"):
         sys.exit("load_bench.py: --latency-ms takes a value >= 0 and applies to --backend nfs only")
     if a.quick:
         a.size, a.filler, a.repeat = 64 << 20, 64 << 20, 1
-        run_bench.SETTLE_S = 0.2
-    if os.geteuid() != 0:
-        sys.exit("load_bench.py: needs root (FUSE mounts, drop_caches)")
+        set_settle(0.2)
+    cli.require_root(ap, "FUSE mounts, drop_caches")
     if a.readers < 1 or a.repeat < 1 or a.file_size < 1 or a.size < a.file_size:
         sys.exit("load_bench.py: --readers and --repeat must be >= 1, and --size >= --file-size")
     builds = a.build or [os.path.join(SRC, "build")]
@@ -405,8 +286,7 @@ def main():
         if any("=" not in kv or kv.startswith("=") for kv in env_items):
             sys.exit(f"load_bench.py: --build {b}::{extra}: expected VAR=VALUE or --flag items, comma-separated")
         envs[f"b{i}"] = dict(kv.split("=", 1) for kv in env_items)
-        if not os.access(os.path.join(b, "fs/dlfsd"), os.X_OK):
-            sys.exit(f"load_bench.py: {b}/fs/dlfsd not built (ninja -C {b})")
+        cli.built(ap, b, "fs/dlfsd")
         labels.append(f"b{len(labels)}")
     os.makedirs(a.workdir, exist_ok=True)
     nfiles = a.size // a.file_size
@@ -415,10 +295,9 @@ def main():
     ensure_dataset(data, nfiles, a.file_size, 16)
     filler = [] if a.loading_only else ensure_filler(a.workdir, a.filler)
     phases = LOADING_PHASES if a.loading_only else PHASES
-    files = list_files(data)
-    nfs_client = os.path.join(builds[0], "tools/bench/dlfs-bench-nfsmount")
+    files = files_under(data)
     if a.backend == "nfs":
-        reason = nfs_backend.unavailable_reason(a.latency_ms, nfs_client)
+        reason = backends.unavailable_reason("nfs", builds[0], a.latency_ms)
         if reason:
             print(f"load_bench.py: NFS backend unavailable: {reason}", file=sys.stderr)
             sys.exit(77)
@@ -429,16 +308,15 @@ def main():
             runs[f"{lb}:{ph}"] = []
     timelines = {lb: [] for lb in labels}
     positions = {lb: [] for lb in labels}  # 0: right after phase a, 1: after another build's daemon
-    daemons = Daemons()
     nfs = None
-    teardown.exit_on_signals()
-    try:
+    with Teardown() as td:  # the daemons stop before the NFS mount they read goes, even on SIGTERM
         root = data  # what phase a reads and dlfsd's --backend
         if a.backend == "nfs":
-            nfs = nfs_backend.NfsMount(data, os.path.join(a.workdir, "mnt-nfs"), a.nfs_vers, a.latency_ms, nfs_client)
-            nfs.__enter__()  # left in `finally`; a failed __enter__ has undone its own steps
+            nfs = td.enter_context(backends.mount("nfs", data, os.path.join(a.workdir, "mnt-nfs"), builds[0],
+                                                  a.nfs_vers, a.latency_ms))
             root = nfs.mountpoint
             log(f"backend: NFS mount {root} ({nfs.options})")
+        daemons = td.enter_context(Daemons())
         for rep in range(a.repeat):
             names = files[:]
             random.Random(a.seed + rep).shuffle(names)
@@ -460,11 +338,6 @@ def main():
                 for ph, v in got.items():
                     runs[f"{lb}:{ph}"].append(v)
                 timelines[lb].append(tl)
-    finally:
-        with teardown.signals_blocked():  # the NFS mount must go even on SIGTERM
-            daemons.stop_all()
-            if nfs is not None:
-                nfs.__exit__(None, None, None)
 
     med = {k: statistics.median(x for x, _ in v) for k, v in runs.items()}
     cpu = {k: statistics.median(c for _, c in v) for k, v in runs.items()}
@@ -503,8 +376,7 @@ def main():
                   f"({len(by_pos[1])} runs)")
         result["positions"] = positions
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(result, f, indent=2)
+        write_json(a.json, result, indent=2)
         print(f"results: {a.json}")
 
 

@@ -47,7 +47,7 @@ to Python. Sample counts are checked per epoch.
 
 Datasets (cached under --workdir/data): --small-count files of --small-size (default
 200,000 x 3 KiB) and --large-count of --large-size (60,000 x 110 KiB, fixed size by
-default), tools/gen_dataset.py via run_bench.ensure_dataset. Shared backends serve
+default), tools/gen_dataset.py via benchlib/datasets.py. Shared backends serve
 --workdir/data over loopback and are set up and torn down by this script:
   nfs    tools/bench/nfs_backend.py. Where the kernel has nfsd and an NFS client:
          nfs-kernel-server, NFSv4.2, read-only, nconnect=4, default attribute
@@ -79,42 +79,37 @@ usage: pipeline_bench.py [--build DIR] [--dlfsd-arg ARG]... [--workdir DIR] [--b
                          [--large-size 110K] [--large-jitter 0] [--repeat 3] [--workers 2]
                          [--batch 256] [--nfs-vers 4.2] [--latency-ms 0] [--quick] [--json FILE]
 """
-import argparse
-import json
 import math
 import os
-import shutil
 import statistics
-import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import nfs_backend  # noqa: E402
-import run_bench  # noqa: E402
-import sshfs_backend  # noqa: E402
-import teardown  # noqa: E402
-from run_bench import Daemons, SRC, dlfs_loaded, dlfs_stats, drop_caches, ensure_dataset, log, size_arg  # noqa: E402
-
-sys.path.insert(0, os.path.join(SRC, "python"))
-import dlfs  # noqa: E402
+from benchlib import backends as shared, cli
+from benchlib.backends import SHARED
+from benchlib.client import dlfs
+from benchlib.daemons import Daemons, dlfsd_argv, loaded
+from benchlib.datasets import ensure_dataset, ensure_fixed
+from benchlib.readers import MiB, drop_caches, files_under, set_settle
+from benchlib.report import log, write_json
+from benchlib.stats import fuse_requests, per_sample, raw_under_overlay, try_stats
+from benchlib.teardown import Teardown
 
 try:
-    import numpy
     import torch
-    from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
+    from torch.utils.data import DataLoader
+
+    from benchlib.loaders import (BinBatches, FilesDataset, NoIoBatches, ViewBatches, ViewStream, packed_to_batch,
+                                  run_epoch, to_batch)
 except ImportError:
     sys.exit("pipeline_bench.py: needs PyTorch: apt-get install python3-torch (tools/install-deps.sh)")
 
-MiB = 1 << 20
 VARIANTS = ("files", "raw", "files-rf", "raw-rf", "views", "views-b", "bin", "ceiling")
 LABELS = {"files": "map-style files", "raw": "map-style raw/", "files-rf": "files, read_file", "raw-rf": "raw/, read_file",
           "views": "views (TarView)", "views-b": "views, batches()", "bin": ".bin batches",
           "ceiling": "no I/O (ceiling)"}
 MAP_STYLE = ("files", "raw", "files-rf", "raw-rf")
 ON_DLFS = ("raw", "raw-rf", "views", "views-b", "bin")
-SHARED = ("nfs", "sshfs")  # network filesystems over loopback, set up by this script
 BACKENDS = ("local",) + SHARED
 # Issue 15's targets: (variant, backend or None for any, against, size key, epoch or None for both) -> minimum.
 # The issue's NFS targets apply to every shared backend (NFS, and sshfs as another network filesystem).
@@ -128,172 +123,6 @@ TARGETS = [
     (v, None, "local_files", "large", None, 1.0),
 )] + [t for v in ("views", "views-b") for b in SHARED for t in ((v, b, "backend_files", "small", None, 5.0),
                                                                  (v, b, "backend_files", "large", None, 2.0))]
-
-
-def to_batch(samples):
-    """collate_fn: (data, lengths): the samples' bytes back to back in one uint8
-    tensor, and their lengths. In a worker the data tensor is made in shared
-    memory (as default_collate does), so it travels to the main process as a
-    handle, not as pickled bytes."""
-    total = sum(len(b) for b in samples)
-    if get_worker_info() is not None:
-        data = torch.empty(0, dtype=torch.uint8).set_(torch.UntypedStorage._new_shared(total))
-    else:
-        data = torch.empty(total, dtype=torch.uint8)
-    out, at = data.numpy(), 0
-    for b in samples:
-        out[at:at + len(b)] = numpy.frombuffer(b, numpy.uint8)
-        at += len(b)
-    return data, torch.tensor([len(b) for b in samples], dtype=torch.int64)
-
-
-class FilesDataset(Dataset):
-    """Map-style: one open/read/close per sample, as user code does it
-    (`whole_file` None), or with a function path -> bytes (dlfs.read_file)."""
-
-    def __init__(self, root, names, whole_file=None):
-        self.paths = [os.path.join(root, n) for n in names]
-        self.whole_file = whole_file
-
-    def __len__(self):
-        return len(self.paths)
-
-    def __getitem__(self, i):
-        if self.whole_file:
-            return self.whole_file(self.paths[i])
-        with open(self.paths[i], "rb") as f:
-            return f.read()
-
-
-def _worker_rank():
-    info = get_worker_info()
-    return (info.id, info.num_workers) if info else (0, 1)
-
-
-class ViewStream(IterableDataset):
-    """DataLoader worker k streams rank k of a W=num_workers epoch view with the client."""
-
-    def __init__(self, ds_dir, epoch):
-        self.ds_dir, self.epoch = ds_dir, epoch
-
-    def __iter__(self):
-        rank, world = _worker_rank()
-        for _key, group in dlfs.TarView(self.ds_dir, self.epoch, rank, world).samples():
-            yield from group.values()  # one member per sample in these datasets
-
-
-class ViewBatches(IterableDataset):
-    """DataLoader worker k reads rank k of a W=num_workers view as whole batches
-    (dlfs.TarView.batches; use batch_size=None): (data, lengths) of the one
-    member per sample these datasets have."""
-
-    def __init__(self, ds_dir, epoch, batch):
-        self.ds_dir, self.epoch, self.batch = ds_dir, epoch, batch
-
-    def __iter__(self):
-        rank, world = _worker_rank()
-        for batch in dlfs.TarView(self.ds_dir, self.epoch, rank, world).batches(self.batch):
-            if len(batch.fields) != 1:
-                raise ValueError(f"expected one member per sample, got extensions {sorted(batch.fields)}")
-            yield next(iter(batch.fields.values()))
-
-
-def packed_to_batch(packed):
-    """collate_fn for ViewBatches: (bytes back to back, lengths) -> the same
-    (data, lengths) tensors as to_batch, data in shared memory in a worker."""
-    blob, lengths = packed
-    if get_worker_info() is not None:
-        data = torch.empty(0, dtype=torch.uint8).set_(torch.UntypedStorage._new_shared(len(blob)))
-    else:
-        data = torch.empty(len(blob), dtype=torch.uint8)
-    data.numpy()[:] = numpy.frombuffer(blob, numpy.uint8)
-    return data, torch.tensor(lengths, dtype=torch.int64)
-
-
-class NoIoBatches(IterableDataset):
-    """The DataLoader's own ceiling: worker k yields its share of `count`
-    samples as ready-made (bytes, lengths) batches; no storage is touched."""
-
-    def __init__(self, count, size, batch):
-        self.count, self.size, self.batch = count, size, batch
-
-    def __iter__(self):
-        rank, world = _worker_rank()
-        share = math.ceil(self.count / world)
-        blob = bytes(self.batch * self.size)
-        for first in range(0, share, self.batch):
-            n = min(self.batch, share - first)
-            yield blob[:n * self.size] if n < self.batch else blob, [self.size] * n
-
-
-class BinBatches(IterableDataset):
-    """DataLoader worker k reads rank k's .bin, one pread per batch (use batch_size=None)."""
-
-    def __init__(self, ds_dir, epoch, batch):
-        self.ds_dir, self.epoch, self.batch = ds_dir, epoch, batch
-
-    def __iter__(self):
-        rank, world = _worker_rank()
-        view = dlfs.BinView(self.ds_dir, self.epoch, rank, world)
-        rs, n = view.record_size, len(view)
-        fd = os.open(view.path, os.O_RDONLY)
-        try:
-            for first in range(0, n, self.batch):
-                count = min(self.batch, n - first)
-                data = os.pread(fd, count * rs, first * rs)
-                if len(data) != count * rs:
-                    raise OSError(f"{view.path}: short read at record {first}: {len(data)} of {count * rs} bytes")
-                yield [data[i * rs:(i + 1) * rs] for i in range(count)]
-        finally:
-            os.close(fd)
-
-
-def run_epoch(loader):
-    """(samples, seconds) of one pass over a DataLoader."""
-    t0 = time.perf_counter()
-    n = 0
-    for _data, lengths in loader:
-        n += len(lengths)
-    return n, time.perf_counter() - t0
-
-
-def daemon_stats(ctl, sock, mnt):
-    """The dlfsd's stats, or None. Read over the control socket with dlfs-ctl when
-    the build has it (costs no FUSE request), else from <mnt>/.dlfs/stats."""
-    try:
-        if ctl:
-            out = subprocess.run([ctl, "--socket", sock, "--json", "stats"], check=True, capture_output=True,
-                                 text=True)
-            return json.loads(out.stdout)
-        return dlfs_stats(mnt)
-    except (OSError, ValueError, subprocess.CalledProcessError):
-        return None
-
-
-def fuse_counts(stats):
-    """The per-opcode FUSE request counts ("fuse": {"requests": {...}}) of a dlfsd's
-    stats, or None if it has none."""
-    f = (stats or {}).get("fuse")
-    if not isinstance(f, dict):
-        return None
-    req = f.get("requests", f)
-    if not isinstance(req, dict):
-        return None
-    flat = {k: v for k, v in req.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    return flat or None
-
-
-def raw_under_overlay(stats):
-    """Whether the dlfsd had its dataset's raw/ under its overlay (fs/kernel/raw_overlay.h:
-    Python's open() then sends no isatty() ioctl to it), None if its stats do not say."""
-    o = ((stats or {}).get("fuse") or {}).get("raw_overlay")
-    return bool(o.get("mounted")) if isinstance(o, dict) else None
-
-
-def per_sample(before, after, samples):
-    if before is None or after is None or not samples:
-        return None
-    return {k: (after[k] - before.get(k, 0)) / samples for k in sorted(after)}
 
 
 def human(n):
@@ -317,26 +146,12 @@ class Size:
     def prepare(self, want_bin):
         path = os.path.join(self.data_dir, self.files_rel)
         ensure_dataset(path, self.count, self.size, 100, self.jitter)
-        for root, _dirs, files in os.walk(path):
-            rel = os.path.relpath(root, path)
-            self.names += [os.path.normpath(os.path.join(rel, f)) for f in files]
-        self.names.sort()
+        self.names = files_under(path)
         if len(self.names) != self.count:
             sys.exit(f"pipeline_bench.py: {path} has {len(self.names)} files, expected {self.count}: delete it and "
                      f"{path}.complete to regenerate")
         if want_bin and self.fixed_rel:
-            self._ensure_fixed(os.path.join(self.data_dir, self.fixed_rel))
-
-    def _ensure_fixed(self, path):
-        marker = path + ".complete"
-        if os.path.exists(marker):
-            return
-        files = max(1, math.ceil(self.count * self.size / (256 * MiB)))
-        shutil.rmtree(path, ignore_errors=True)
-        subprocess.run(["/usr/bin/python3", os.path.join(SRC, "tools/gen_dataset.py"), "fixed", path,
-                        "--records", str(self.count), "--record-size", str(self.size), "--files", str(files),
-                        "--seed", "1"], check=True)
-        open(marker, "w").close()
+            ensure_fixed(os.path.join(self.data_dir, self.fixed_rel), self.count, self.size)
 
 
 class DaemonSlot:
@@ -352,17 +167,14 @@ class DaemonSlot:
         self.stop()
         rel = size.fixed_rel if fixed else size.files_rel
         tag = f"{backend}-{size.key}-{'fixed' if fixed else 'files'}"
-        mnt = os.path.join(self.a.workdir, f"mnt-{tag}")
-        argv = [self.a.dlfsd, "--mountpoint", mnt, "--backend", os.path.join(root, rel), "--name", "ds",
-                "--seed", "1", "--control-socket", os.path.join(self.a.workdir, f"{tag}.sock")]
-        if fixed:
-            argv += ["--format", "fixed", "--record-size", str(size.size)]
-        argv += self.a.dlfsd_arg
+        mnt, sock = os.path.join(self.a.workdir, f"mnt-{tag}"), os.path.join(self.a.workdir, f"{tag}.sock")
+        extra = (["--format", "fixed", "--record-size", str(size.size)] if fixed else []) + self.a.dlfsd_arg
+        argv = dlfsd_argv(self.a.dlfsd, mnt, os.path.join(root, rel), sock, extra, seed=1)
         t0 = time.time()
-        self.daemons.start("dlfsd", self.a.run_prefix.get(backend, []) + argv, mnt, lambda: dlfs_loaded(mnt),
+        self.daemons.start("dlfsd", self.a.run_prefix.get(backend, []) + argv, mnt, lambda: loaded(mnt),
                            os.path.join(self.a.workdir, f"dlfsd-{tag}.log"), timeout=1800)
         log(f"dlfsd over {backend} {rel} loaded in {time.time() - t0:.1f} s")
-        self.key, self.mnt, self.sock = key, mnt, os.path.join(self.a.workdir, f"{tag}.sock")
+        self.key, self.mnt, self.sock = key, mnt, sock
         return mnt
 
     def stop(self):
@@ -402,10 +214,10 @@ def measure(a, slot, backend, root, size, variant, rep):
     drop_caches()
     for epoch in (1, 2):
         view_epoch = 2 * rep + epoch - 1  # a view never read before in this daemon
-        before = fuse_counts(daemon_stats(a.ctl, slot.sock, mnt)) if mnt else None
+        before = fuse_requests(try_stats(a.ctl, slot.sock, mnt)) if mnt else None
         n, dt = run_epoch(make(view_epoch))
-        stats = daemon_stats(a.ctl, slot.sock, mnt) if mnt else None
-        after = fuse_counts(stats)
+        stats = try_stats(a.ctl, slot.sock, mnt) if mnt else None
+        after = fuse_requests(stats)
         if n != expect:
             sys.exit(f"pipeline_bench.py: {backend} {variant} {size.label} epoch {epoch} yielded {n} samples, "
                      f"expected {expect}")
@@ -485,35 +297,31 @@ def report(a, sizes, summary):
 
 
 def parse_args():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default=os.path.join(SRC, "build"), help="the build directory whose fs/dlfsd runs")
+    ap = cli.parser(__doc__, workdir="/tmp/dlfs-bench-pipeline", repeat=3, quick="tiny smoke run (seconds per backend)",
+                    json="write every run and the summary here", build="the build directory whose fs/dlfsd runs")
     ap.add_argument("--dlfsd-arg", action="append", default=[], metavar="ARG",
                     help="one more dlfsd flag, e.g. --dlfsd-arg=--view-drop-behind=0 (repeatable): the same "
                          "build under another setting, in a second run")
-    ap.add_argument("--workdir", default="/tmp/dlfs-bench-pipeline", help="datasets (cached), mounts, logs")
     ap.add_argument("--backends", help="comma-separated, of local,nfs,sshfs (default: local and every shared "
                     "backend this machine can run)")
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--sizes", default="small,large")
     ap.add_argument("--small-count", type=int, default=200000)
-    ap.add_argument("--small-size", type=size_arg, default=3 << 10)
+    ap.add_argument("--small-size", type=cli.size_arg, default=3 << 10)
     ap.add_argument("--large-count", type=int, default=60000)
-    ap.add_argument("--large-size", type=size_arg, default=110 << 10)
+    ap.add_argument("--large-size", type=cli.size_arg, default=110 << 10)
     ap.add_argument("--large-jitter", type=float, default=0.0,
                     help="large sample sizes vary by +-this fraction (then .bin is n/a for them)")
-    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2, help="DataLoader workers (= W of the views)")
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--nfs-vers", default="4.2", choices=["4.2", "4.1", "4", "3"],
                     help="NFS version of the kernel mode (the ganesha mode's client speaks 4.0)")
     ap.add_argument("--latency-ms", type=float, default=0,
                     help="NFS: added round trip (netem in a netns; kernel mode only)")
-    ap.add_argument("--quick", action="store_true", help="tiny smoke run (seconds per backend)")
-    ap.add_argument("--json", help="write every run and the summary here")
     a = ap.parse_args()
     if a.quick:
         a.repeat, a.small_count, a.large_count = 1, 2000, 300
-        run_bench.SETTLE_S = 0.2
+        set_settle(0.2)
     a.backends_given = a.backends is not None
     a.backends = [b for b in (a.backends or ",".join(BACKENDS)).split(",") if b]
     a.variants = [v for v in a.variants.split(",") if v]
@@ -527,37 +335,18 @@ def parse_args():
         ap.error("--repeat, --workers and --batch must be at least 1")
     if "files" not in a.variants:
         a.variants.insert(0, "files")  # every ratio is against it
-    a.dlfsd = os.path.join(a.build, "fs/dlfsd")
+    a.dlfsd = cli.built(ap, a.build, "fs/dlfsd")
     a.ctl = os.path.join(a.build, "tools/ctl/dlfs-ctl")
-    a.ctl = a.ctl if os.access(a.ctl, os.X_OK) else None
-    if not os.access(a.dlfsd, os.X_OK):
-        ap.error(f"--build {a.build}: no executable fs/dlfsd there (build it first)")
+    a.ctl = a.ctl if os.access(a.ctl, os.X_OK) else None  # else stats through the mount
+    cli.require_root(ap, "FUSE, NFS and sshfs mounts, drop_caches")
     a.workdir = os.path.abspath(a.workdir)
     return a
-
-
-def nfs_client(a):
-    """The ganesha mode's NFS client, from the build whose dlfsd runs."""
-    return os.path.join(a.build, "tools/bench/dlfs-bench-nfsmount")
-
-
-def shared_reason(a, backend):
-    if backend == "nfs":
-        return nfs_backend.unavailable_reason(a.latency_ms, nfs_client(a))
-    return sshfs_backend.unavailable_reason()
-
-
-def open_shared(a, backend, data_dir):
-    mnt = os.path.join(a.workdir, f"mnt-{backend}")
-    if backend == "nfs":
-        return nfs_backend.NfsMount(data_dir, mnt, a.nfs_vers, a.latency_ms, nfs_client(a))
-    return sshfs_backend.SshfsMount(data_dir, mnt)
 
 
 def choose_backends(a):
     """Named shared backends must run (else exit 77); by default the ones that cannot are left out."""
     for b in [b for b in a.backends if b in SHARED]:
-        reason = shared_reason(a, b)
+        reason = shared.unavailable_reason(b, a.build, a.latency_ms)
         if not reason:
             continue
         if a.backends_given:
@@ -570,8 +359,6 @@ def choose_backends(a):
 
 def main():
     a = parse_args()
-    if os.geteuid() != 0:
-        sys.exit("pipeline_bench.py: needs root (FUSE, NFS and sshfs mounts, drop_caches)")
     choose_backends(a)
     if a.latency_ms > 0 and "nfs" not in a.backends:
         sys.exit("pipeline_bench.py: --latency-ms applies to the nfs backend only, which does not run here")
@@ -582,21 +369,19 @@ def main():
     for s in sizes:
         s.prepare("bin" in a.variants)
     torch.set_num_threads(1)
-    teardown.exit_on_signals()
-    daemons = Daemons()
-    slot = DaemonSlot(a, daemons)
-    mounts = []
     runs = []
-    try:
+    # Left last-first, with signals held off: a signal or a dying DataLoader
+    # worker must not cut short the daemons' stop and then the mounts' teardown.
+    with Teardown() as td:
         roots = {"local": data_dir}
         a.run_prefix = {}
         a.mount_options = {}
         for b in [b for b in a.backends if b in SHARED]:
-            m = open_shared(a, b, data_dir)
-            m.__enter__()  # closed in `finally`; a failed __enter__ has undone its own steps
-            mounts.append(m)
+            m = td.enter_context(shared.mount(b, data_dir, os.path.join(a.workdir, f"mnt-{b}"), a.build, a.nfs_vers,
+                                              a.latency_ms))
             roots[b], a.run_prefix[b] = m.mountpoint, m.run_prefix
             a.mount_options[b] = m.options
+        slot = DaemonSlot(a, td.enter_context(Daemons()))
         for rep in range(a.repeat):
             backends = a.backends if rep % 2 == 0 else a.backends[::-1]
             variants = a.variants if rep % 2 == 0 else a.variants[::-1]
@@ -611,14 +396,6 @@ def main():
                                          "raw_overlay": overlay})
                             log(f"rep {rep} {s.label} {b} {v} epoch {epoch}: {n / dt:,.0f} samples/s")
                     slot.stop()
-    finally:
-        with teardown.signals_blocked():  # a signal or a dying DataLoader worker must not cut this short
-            try:
-                slot.stop()
-            except Exception as e:
-                log(f"stopping dlfsd failed: {e}")
-            for m in reversed(mounts):
-                m.close()
     summary = summarize(a, sizes, runs)
     report(a, sizes, summary)
     if a.json:
@@ -628,8 +405,7 @@ def main():
                                    "bin": bool(s.fixed_rel)} for s in sizes}
         config["mount_options"] = a.mount_options
         targets = [dict(zip(("variant", "backend", "against", "size", "epoch", "minimum"), t)) for t in TARGETS]
-        with open(a.json, "w") as f:
-            json.dump({"config": config, "targets": targets, "runs": runs, "summary": summary}, f, indent=1)
+        write_json(a.json, {"config": config, "targets": targets, "runs": runs, "summary": summary})
 
 
 if __name__ == "__main__":

@@ -17,24 +17,17 @@ run; every figure printed is measured in this run (medians of --repeat).
 usage: python_client_bench.py [--build DIR] [--workdir DIR] [--repeat 3] [--only large,small]
                               [--large-size 1G] [--small-count 50000] [--quick] [--json FILE]
 """
-import argparse
-import json
 import os
-import statistics
 import subprocess
-import sys
 import tarfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from run_bench import Daemons, SRC, drop_caches, ensure_dataset, log, size_arg  # noqa: E402
-from views_bench import read_files, start_dlfs  # noqa: E402
-
-sys.path.insert(0, os.path.join(SRC, "python"))
-import dlfs  # noqa: E402
-
-MiB = 1 << 20
+from benchlib import cli
+from benchlib.client import dlfs
+from benchlib.daemons import run_parts
+from benchlib.datasets import ensure_dataset
+from benchlib.readers import MiB, drop_caches, read_files
+from benchlib.report import log, medians, paired_ratio, write_json
 
 
 def client_read(ds_dir, epoch):
@@ -84,7 +77,7 @@ def bench_large(a, daemons, dlfsd):
     nfiles = a.large_size // (256 << 10)
     data = os.path.join(a.workdir, f"data-{nfiles}x262144")
     ensure_dataset(data, nfiles, 256 << 10, 16)
-    mnt = start_dlfs(daemons, dlfsd, a.workdir, "pyclient-large", data)
+    mnt = daemons.serve(dlfsd, a.workdir, "pyclient-large", data).mnt
     ds = os.path.join(mnt, "ds")
     runs = {"client": [], "dd": [], "raw": [], "tarfile": []}
     dd_read(os.path.join(ds, "epochs/999/1/0.tar"))  # untimed: the first read after the load runs slow
@@ -105,17 +98,15 @@ def bench_large(a, daemons, dlfsd):
             runs[what].append(nbytes / secs)
         log("large rep %d: %s" % (rep, ", ".join(f"{k} {v[-1] / 1e6:,.0f} MB/s" for k, v in runs.items())))
     daemons.stop_all()
-    med = {k: statistics.median(v) for k, v in runs.items()}
-    # Ratios per repetition (runs next to each other), then their median:
-    # the machine's speed drifts between repetitions more than within one.
-    paired = {f"client/{w}": statistics.median(c / b for c, b in zip(runs["client"], runs[w])) for w in ("dd", "raw")}
+    med = medians(runs)
+    paired = {f"client/{w}": paired_ratio(runs["client"], runs[w]) for w in ("dd", "raw")}
     return {"files": nfiles, "bps": med, "runs": runs, "ratios": paired}
 
 
 def bench_small(a, daemons, dlfsd):
     data = os.path.join(a.workdir, f"meta-{a.small_count}x3K")
     ensure_dataset(data, a.small_count, 3 << 10, 100)
-    mnt = start_dlfs(daemons, dlfsd, a.workdir, "pyclient-small", data)
+    mnt = daemons.serve(dlfsd, a.workdir, "pyclient-small", data).mnt
     ds = os.path.join(mnt, "ds")
     rows = {f"{w}_{p}": [] for w in ("client", "backend", "raw") for p in ("cold", "warm")}
     n = 0
@@ -134,9 +125,8 @@ def bench_small(a, daemons, dlfsd):
                 rows[f"{what}_{phase}"].append(n / secs)
         log("small rep %d: %s" % (rep, ", ".join(f"{k} {v[-1]:,.0f}/s" for k, v in rows.items())))
     daemons.stop_all()
-    med = {k: statistics.median(v) for k, v in rows.items()}
-    return {"samples": n, "samples_per_s": med, "runs": rows,
-            "ratios": {f"client/{w} {p}": statistics.median(c / b for c, b in zip(rows[f"client_{p}"], rows[f"{w}_{p}"]))
+    return {"samples": n, "samples_per_s": medians(rows), "runs": rows,
+            "ratios": {f"client/{w} {p}": paired_ratio(rows[f"client_{p}"], rows[f"{w}_{p}"])
                        for w in ("backend", "raw") for p in ("cold", "warm")}}
 
 
@@ -162,33 +152,20 @@ def report(res):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default=os.path.join(SRC, "build"))
-    ap.add_argument("--workdir", default="/tmp/dlfs-bench-full")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--only", default="large,small")
-    ap.add_argument("--large-size", type=size_arg, default=1 << 30)
+    ap = cli.parser(__doc__, workdir="/tmp/dlfs-bench-full", repeat=3, quick="tiny smoke run",
+                    json="write all results here", only="large,small")
+    ap.add_argument("--large-size", type=cli.size_arg, default=1 << 30)
     ap.add_argument("--small-count", type=int, default=50000)
-    ap.add_argument("--json", help="write all results here")
-    ap.add_argument("--quick", action="store_true", help="tiny smoke run")
     a = ap.parse_args()
     if a.quick:
         a.repeat, a.small_count, a.large_size, a.workdir = 1, 3000, 64 * MiB, "/tmp/dlfs-bench-quick"
-    if os.geteuid() != 0:
-        sys.exit("python_client_bench.py: needs root (FUSE mounts, drop_caches)")
-    dlfsd = os.path.join(a.build, "fs/dlfsd")
+    cli.require_root(ap, "FUSE mounts, drop_caches")
+    dlfsd = cli.built(ap, a.build, "fs/dlfsd")
     os.makedirs(a.workdir, exist_ok=True)
-    daemons = Daemons()
-    res = {}
-    try:
-        for part in a.only.split(","):
-            res[part] = {"large": bench_large, "small": bench_small}[part](a, daemons, dlfsd)
-    finally:
-        daemons.stop_all()
+    res = run_parts(a, {"large": bench_large, "small": bench_small}, dlfsd)
     report(res)
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(res, f, indent=1)
+        write_json(a.json, res)
 
 
 if __name__ == "__main__":

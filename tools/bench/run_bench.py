@@ -13,120 +13,29 @@ usage: run_bench.py [--build DIR] [--workdir DIR] [--size 2G] [--file-size 256K]
                     [--jobs 1,2] [--repeat 3] [--runtime 5] [--metadata-files 50000]
                     [--quick] [--skip-random] [--skip-metadata] [--plots DIR]
 """
-import argparse
-import json
 import os
 import shutil
-import signal
-import statistics
 import subprocess
-import sys
 import time
 
 import plots
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.dirname(os.path.dirname(HERE))
-UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-
-
-def size_arg(text):
-    t = text.upper().removesuffix("IB").removesuffix("B")
-    return int(float(t[:-1]) * UNITS[t[-1]]) if t[-1] in UNITS else int(t)
-
-
-def log(msg):
-    print(f"[bench] {msg}", flush=True)
-
-
-SETTLE_S = 2.0  # seconds to wait after dropping caches (0.2 in --quick)
-
-
-def drop_caches():
-    subprocess.run(["sync"], check=True)
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
-    # Freeing gigabytes of page cache leaves the kernel busy for a moment
-    # (measured here: whichever target ran right after the backend's cache
-    # was dropped used twice the CPU); let it settle before measuring.
-    time.sleep(SETTLE_S)
-
-
-class Daemons:
-    """Starts FUSE servers, always stops them and unmounts (also on errors/signals)."""
-
-    def __init__(self):
-        self.procs = []  # (Popen, mountpoint, name)
-
-    def start(self, name, argv, mnt, ready, log_path, timeout=120):
-        os.makedirs(mnt, exist_ok=True)
-        logf = open(log_path, "w")
-        p = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT)
-        self.procs.append((p, mnt, name))
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if p.poll() is not None:
-                sys.exit(f"{name} exited with {p.returncode} before it was ready; log:\n" + open(log_path).read())
-            if ready():
-                return p
-            time.sleep(0.1)
-        sys.exit(f"{name} not ready after {timeout}s; log:\n" + open(log_path).read())
-
-    def stop_all(self):
-        for p, mnt, name in self.procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(30)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-            with open("/proc/mounts") as f:
-                if f" {mnt} " in f.read():
-                    subprocess.run(["fusermount3", "-u", "-z", mnt], check=False)
-        self.procs = []
-
-
-def dlfs_loaded(mnt):
-    try:
-        with open(os.path.join(mnt, ".dlfs/stats")) as f:
-            s = json.load(f)
-        # A dataset still scanning has no "load" yet (dlfsd mounts before it scans).
-        if not all(d.get("load", {}).get("state") == "done" for d in s["datasets"]):
-            return False
-        return raw_overlays_settled(s)
-    except (OSError, ValueError):
-        return False
-
-
-def raw_overlays_settled(stats):
-    """Whether dlfsd is done with the overlays over raw/ (fs/kernel/raw_overlay.h): where
-    its stats say the overlay is in effect ("mode" not "off"), it mounts one per
-    dataset just after the dataset's load, and a measurement must not start with
-    raw/ changing under it."""
-    o = (stats.get("fuse") or {}).get("raw_overlay")
-    if not isinstance(o, dict) or o.get("mode") == "off":  # off in effect: not root, allow_other off, or asked
-        return True
-    return len(o.get("mounted", [])) + o.get("failures", 0) >= len(stats["datasets"])
-
-
-def dlfs_stats(mnt):
-    with open(os.path.join(mnt, ".dlfs/stats")) as f:
-        return json.load(f)
+from benchlib import cli, readers
+from benchlib.daemons import Daemons, dlfsd_argv, loaded
+from benchlib.datasets import ensure_dataset
+from benchlib.readers import drop_caches
+from benchlib.report import log, medians, write_json
+from benchlib.stats import mount_stats
 
 
 def fio(directory, rw, bs, jobs, runtime, out_json):
     """One fio run over every file under `directory`; returns aggregate bytes/s."""
     # invalidate=0: fio would otherwise drop each file's page cache before
     # reading it, and no run would ever be warm; cold comes from drop_caches.
-    cmd = ["fio", "--name=bench", "--ioengine=psync", f"--rw={rw}", f"--bs={bs}", f"--opendir={directory}",
-           f"--numjobs={jobs}", "--invalidate=0", "--group_reporting", "--output-format=json",
-           f"--output={out_json}"]
+    opts = ["--name=bench", "--ioengine=psync", f"--rw={rw}", f"--bs={bs}", f"--opendir={directory}",
+            f"--numjobs={jobs}", "--invalidate=0", "--group_reporting"]
     if rw == "randread":
-        cmd += ["--time_based", f"--runtime={runtime}", "--norandommap"]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    with open(out_json) as f:
-        j = json.load(f)
-    return sum(job["read"]["bw_bytes"] for job in j["jobs"])
+        opts += ["--time_based", f"--runtime={runtime}", "--norandommap"]
+    return sum(job["read"]["bw_bytes"] for job in readers.fio(opts, out_json)["jobs"])
 
 
 def walk_seconds(directory):
@@ -134,19 +43,6 @@ def walk_seconds(directory):
     t0 = time.perf_counter()
     subprocess.run(["find", directory, "-printf", "%s %T@ %m\n"], check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - t0
-
-
-def ensure_dataset(path, count, size, dirs, jitter=0.0):
-    marker = path + ".complete"
-    if os.path.exists(marker):
-        return
-    shutil.rmtree(path, ignore_errors=True)
-    cmd = ["/usr/bin/python3", os.path.join(SRC, "tools/gen_dataset.py"), "files", path, "--count", str(count),
-           "--size", str(size), "--dirs", str(dirs), "--seed", "1"]
-    if jitter:
-        cmd += ["--size-jitter", str(jitter)]
-    subprocess.run(cmd, check=True)
-    open(marker, "w").close()
 
 
 def ior_read_mib_s(path, size, repeat):
@@ -168,9 +64,8 @@ def run_ior(a, w, dlfsd, daemons):
         subprocess.run(["dd", "if=/dev/urandom", f"of={os.path.join(d, 'ior_file')}", "bs=1M",
                         f"count={size >> 20}", "status=none"], check=True)
     mnt = os.path.join(w, "mnt-ior")
-    daemons.start("dlfsd-ior", [dlfsd, "--mountpoint", mnt, "--backend", d, "--name", "i",
-                                "--control-socket", os.path.join(w, "dlfsd-ior.sock")],
-                  mnt, lambda: dlfs_loaded(mnt), os.path.join(w, "dlfsd-ior.log"))
+    daemons.start("dlfsd-ior", dlfsd_argv(dlfsd, mnt, d, os.path.join(w, "dlfsd-ior.sock"), name="i"),
+                  mnt, lambda: loaded(mnt), os.path.join(w, "dlfsd-ior.log"))
     drop_caches()
     got = {"dlfs_mib_s": ior_read_mib_s(os.path.join(mnt, "i/raw/ior_file"), size, a.repeat)}
     drop_caches()
@@ -184,35 +79,26 @@ def fmt_rate(bps):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default=os.path.join(SRC, "build"), help="meson build directory")
-    ap.add_argument("--workdir", default="/tmp/dlfs-bench")
-    ap.add_argument("--size", type=size_arg, default=2 << 30, help="dataset bytes (default 2G)")
-    ap.add_argument("--file-size", type=size_arg, default=256 << 10, help="bytes per file (default 256K)")
+    ap = cli.parser(__doc__, workdir="/tmp/dlfs-bench",
+                    quick="tiny smoke run (CI): 64 MiB, 2000 metadata files")
+    ap.add_argument("--size", type=cli.size_arg, default=2 << 30, help="dataset bytes (default 2G)")
+    ap.add_argument("--file-size", type=cli.size_arg, default=256 << 10, help="bytes per file (default 256K)")
     ap.add_argument("--jobs", default="1,2", help="fio numjobs values, comma-separated")
     ap.add_argument("--repeat", type=int, default=3,
                     help="runs per figure (median); even counts let the two mounts go first equally often")
     ap.add_argument("--runtime", type=int, default=5, help="seconds per random-read run")
     ap.add_argument("--metadata-files", type=int, default=50000, help="files of 3 KiB for the find+stat test")
-    ap.add_argument("--quick", action="store_true", help="tiny smoke run (CI): 64 MiB, 2000 metadata files")
     ap.add_argument("--skip-random", action="store_true")
     ap.add_argument("--skip-metadata", action="store_true")
     ap.add_argument("--plots", help="directory for throughput_vs_ceiling.png (default: --workdir, by results.json)")
     a = ap.parse_args()
     if a.quick:
         a.size, a.metadata_files, a.repeat, a.runtime, a.jobs = 64 << 20, 2000, 1, 1, "1"
-        global SETTLE_S
-        SETTLE_S = 0.2
-    if os.geteuid() != 0:
-        sys.exit("run_bench.py: needs root (FUSE mounts, drop_caches)")
-    for tool in ("fio", "fusermount3"):
-        if not shutil.which(tool):
-            sys.exit(f"run_bench.py: '{tool}' not found (run tools/install-deps.sh)")
-    dlfsd = os.path.join(a.build, "fs/dlfsd")
-    ceiling = os.path.join(a.build, "tools/bench/dlfs-bench-ceiling")
-    for b in (dlfsd, ceiling):
-        if not os.access(b, os.X_OK):
-            sys.exit(f"run_bench.py: {b} not built (meson compile -C {a.build})")
+        readers.set_settle(0.2)
+    cli.require_root(ap, "FUSE mounts, drop_caches")
+    cli.require_tools(ap, "fio", "fusermount3")
+    dlfsd = cli.built(ap, a.build, "fs/dlfsd")
+    ceiling = cli.built(ap, a.build, "tools/bench/dlfs-bench-ceiling")
 
     w = a.workdir
     os.makedirs(w, exist_ok=True)
@@ -222,13 +108,10 @@ def main():
     ensure_dataset(data, nfiles, a.file_size, 16)
     jobs = [int(j) for j in a.jobs.split(",")]
     results = {"config": vars(a), "rows": []}
-    daemons = Daemons()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    try:
+    with Daemons() as daemons:
         mnt_d, mnt_c = os.path.join(w, "mnt-dlfs"), os.path.join(w, "mnt-ceiling")
-        daemons.start("dlfsd", [dlfsd, "--mountpoint", mnt_d, "--backend", data, "--name", "ds",
-                                "--control-socket", os.path.join(w, "dlfsd.sock")],
-                      mnt_d, lambda: dlfs_loaded(mnt_d), os.path.join(w, "dlfsd.log"))
+        daemons.start("dlfsd", dlfsd_argv(dlfsd, mnt_d, data, os.path.join(w, "dlfsd.sock")),
+                      mnt_d, lambda: loaded(mnt_d), os.path.join(w, "dlfsd.log"))
         daemons.start("ceiling", [ceiling, "--files", str(nfiles), "--file-size", str(a.file_size), "--dirs", "16",
                                   mnt_c], mnt_c, lambda: os.path.isdir(os.path.join(mnt_c, "d0000")),
                       os.path.join(w, "ceiling.log"))
@@ -259,8 +142,7 @@ def main():
                     drop_caches()
                     cold[t].append(fio(d, rw, bs, nj, a.runtime, fio_json))
                     warm.setdefault(t, []).append(fio(d, rw, bs, nj, a.runtime, fio_json))
-                warm = {t: statistics.median(v) for t, v in warm.items()}
-                med = {t: statistics.median(v) for t, v in cold.items()}
+                warm, med = medians(warm), medians(cold)
                 row = {"workload": f"{name} bs={bs} jobs={nj}", "cold_median_bps": med, "cold_runs_bps": cold,
                        "warm_bps": warm, "dlfs_over_ceiling_cold": med["dlfs"] / med["ceiling"],
                        "dlfs_over_backend_cold": med["dlfs"] / med["backend"]}
@@ -273,26 +155,23 @@ def main():
         else:
             results["ior"] = "not on PATH, skipped"
             log("IOR: not on PATH, skipped")
-        results["dlfs_memory"] = dlfs_stats(mnt_d)["memory"]
+        results["dlfs_memory"] = mount_stats(mnt_d)["memory"]
 
         if not a.skip_metadata:
             meta = os.path.join(w, f"meta-{a.metadata_files}x3K")
             ensure_dataset(meta, a.metadata_files, 3 << 10, 100)
             mnt_m = os.path.join(w, "mnt-meta")
-            daemons.start("dlfsd-meta", [dlfsd, "--mountpoint", mnt_m, "--backend", meta, "--name", "m",
-                                         "--control-socket", os.path.join(w, "dlfsd-meta.sock")],
-                          mnt_m, lambda: dlfs_loaded(mnt_m), os.path.join(w, "dlfsd-meta.log"))
+            daemons.start("dlfsd-meta", dlfsd_argv(dlfsd, mnt_m, meta, os.path.join(w, "dlfsd-meta.sock"), name="m"),
+                          mnt_m, lambda: loaded(mnt_m), os.path.join(w, "dlfsd-meta.log"))
             times = {"dlfs": [], "backend": []}
             for _ in range(a.repeat):
                 for t, d in (("dlfs", os.path.join(mnt_m, "m/raw")), ("backend", meta)):
                     drop_caches()
                     times[t].append(walk_seconds(d))
-            med = {t: statistics.median(v) for t, v in times.items()}
+            med = medians(times)
             results["metadata"] = {"files": a.metadata_files, "cold_seconds": times, "median_seconds": med,
                                    "dlfs_over_backend": med["dlfs"] / med["backend"]}
             log(f"find+stat of {a.metadata_files} files: dlfs {med['dlfs']:.2f}s backend {med['backend']:.2f}s")
-    finally:
-        daemons.stop_all()
 
     print()
     print(f"{'workload':<28} {'target':<8} {'cold MB/s':>10} {'warm MB/s':>10} {'dlfs/ceiling':>13} {'dlfs/backend':>13}")
@@ -311,8 +190,7 @@ def main():
     print(f"dlfsd memory beyond the resident data: {mem['rss_beyond_resident_bytes'] / 2**20:.1f} MiB in all "
           f"(fixed overhead included); manifest and tables: {mem['metadata_bytes_per_sample']:.1f} B/sample")
     print(f"IOR: {results['ior']}")
-    with open(os.path.join(w, "results.json"), "w") as f:
-        json.dump(results, f, indent=2)
+    write_json(os.path.join(w, "results.json"), results, indent=2)
     print(f"results: {os.path.join(w, 'results.json')}")
     plots.save("throughput_vs_ceiling", results, a.plots or w,
                f"{nfiles} files of {a.file_size >> 10} KiB, {plots.machine()}")

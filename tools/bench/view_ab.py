@@ -16,73 +16,45 @@ Use it to show that a change to the read path costs nothing:
 
 usage: view_ab.py --build DIR --against DIR [--workdir DIR] [--rounds 6] [--count 50000]
 """
-import argparse
 import os
 import statistics
-import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from run_bench import Daemons, SRC, dlfs_loaded, ensure_dataset  # noqa: E402
-from views_bench import read_stream  # noqa: E402
-
-
-def cpu_seconds(pid):
-    """CPU time of a process's live threads so far, in seconds, at nanosecond
-    resolution (schedstat; /proc/PID/stat counts 10 ms ticks, too coarse for
-    one epoch of small samples)."""
-    total = 0
-    task_dir = f"/proc/{pid}/task"
-    for tid in os.listdir(task_dir):
-        try:
-            with open(f"{task_dir}/{tid}/schedstat") as f:
-                total += int(f.read().split()[0])
-        except OSError:
-            pass  # the thread ended meanwhile
-    return total / 1e9
-
-
-def serve(daemons, build, workdir, tag, data):
-    mnt = os.path.join(workdir, f"mnt-ab-{tag}")
-    p = daemons.start("dlfsd", [os.path.join(build, "fs/dlfsd"), "--mountpoint", mnt, "--backend", data,
-                                "--name", "ds", "--seed", "1", "--log-level", "warn",
-                                "--control-socket", os.path.join(workdir, f"ab-{tag}.sock")],
-                      mnt, lambda: dlfs_loaded(mnt), os.path.join(workdir, f"dlfsd-ab-{tag}.log"))
-    return p, mnt
+from benchlib import SRC, cli
+from benchlib.daemons import Daemons
+from benchlib.datasets import ensure_dataset
+from benchlib.proc import thread_cpu_seconds
+from benchlib.readers import read_stream
 
 
 def one_epoch(p, mnt, epoch, count):
     """Streams one new epoch view; returns (samples/s, daemon CPU microseconds per sample)."""
     path = os.path.join(mnt, f"ds/epochs/{epoch}/1/0.tar")
     os.stat(path)  # plan and tar layout built before the clock starts
-    c0 = cpu_seconds(p.pid)
+    c0 = thread_cpu_seconds(p.pid)
     _, dt = read_stream(path, give_back=True)
-    return count / dt, (cpu_seconds(p.pid) - c0) / count * 1e6
+    return count / dt, (thread_cpu_seconds(p.pid) - c0) / count * 1e6
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default=os.path.join(SRC, "build"), help="the build under test (meson build dir)")
+    ap = cli.parser(__doc__, workdir=os.path.join(SRC, "build-bench"), build="the build under test (meson build dir)")
     ap.add_argument("--against", required=True, help="the build to compare with (meson build dir)")
-    ap.add_argument("--workdir", default=os.path.join(SRC, "build-bench"))
     ap.add_argument("--rounds", type=int, default=6, help="epochs streamed per build (medians)")
     ap.add_argument("--count", type=int, default=50000, help="samples of 3 KiB")
     a = ap.parse_args()
+    dlfsd = {tag: cli.built(ap, b, "fs/dlfsd") for tag, b in (("build", a.build), ("against", a.against))}
     os.makedirs(a.workdir, exist_ok=True)
     data = os.path.join(a.workdir, f"meta-{a.count}x3K")
     ensure_dataset(data, a.count, 3072, 64)
     builds = {"build": a.build, "against": a.against}
-    daemons = Daemons()
-    try:
-        served = {tag: serve(daemons, b, a.workdir, tag, data) for tag, b in builds.items()}
+    with Daemons() as daemons:
+        served = {tag: daemons.serve(dlfsd[tag], a.workdir, tag, data, ["--log-level", "warn"], prefix="ab")
+                  for tag in builds}
         runs = {tag: [] for tag in builds}
         for r in range(a.rounds):
-            for tag, (p, mnt) in served.items():
-                rate, us = one_epoch(p, mnt, r + 1, a.count)
+            for tag, s in served.items():
+                rate, us = one_epoch(s.proc, s.mnt, r + 1, a.count)
                 runs[tag].append((rate, us))
                 print(f"[ab] round {r} {tag}: {rate:,.0f} samples/s, {us:.2f} us daemon CPU/sample", flush=True)
-    finally:
-        daemons.stop_all()
     med = {tag: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for tag, v in runs.items()}
     print(f"\n3 KiB samples, {a.count} per epoch, {a.rounds} epochs each, medians:")
     for tag, (rate, us) in med.items():

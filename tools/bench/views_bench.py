@@ -18,74 +18,24 @@
 usage: views_bench.py [--build DIR] [--workdir DIR] [--repeat 3] [--only small,large,rounds]
                       [--small-count 50000] [--large-size 2G] [--quick] [--json FILE] [--plots DIR]
 """
-import argparse
-import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import plots  # noqa: E402
-from run_bench import Daemons, SRC, dlfs_loaded, dlfs_stats, drop_caches, ensure_dataset, log  # noqa: E402
-
-MiB = 1 << 20
-
-
-def read_stream(path, bs=MiB, give_back=False):
-    """Reads a file sequentially; returns (bytes, seconds).
-
-    give_back: then drop the kernel's cached copy (untimed). On a VM, page
-    cache growing into untouched guest memory costs more than the read, and
-    repeated warm runs slow down without it."""
-    fd = os.open(path, os.O_RDONLY)
-    t0 = time.perf_counter()
-    n = 0
-    try:
-        while True:
-            b = os.read(fd, bs)
-            if not b:
-                break
-            n += len(b)
-        dt = time.perf_counter() - t0
-        if give_back:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-    return n, dt
-
-
-def read_index(path):
-    with open(path) as f:
-        f.readline()
-        return [line.rstrip("\n").split("\t") for line in f]
-
-
-def read_files(root, names):
-    """open/read/close of each file in order; returns seconds."""
-    t0 = time.perf_counter()
-    for name in names:
-        fd = os.open(os.path.join(root, name), os.O_RDONLY)
-        while os.read(fd, 1 << 20):
-            pass
-        os.close(fd)
-    return time.perf_counter() - t0
-
-
-def start_dlfs(daemons, dlfsd, w, tag, backend, extra=()):
-    mnt = os.path.join(w, f"mnt-views-{tag}")
-    daemons.start("dlfsd", [dlfsd, "--mountpoint", mnt, "--backend", backend, "--name", "ds", "--seed", "1",
-                            "--control-socket", os.path.join(w, f"views-{tag}.sock"), *extra],
-                  mnt, lambda: dlfs_loaded(mnt), os.path.join(w, f"dlfsd-views-{tag}.log"))
-    return mnt
+import plots
+from benchlib import cli, readers
+from benchlib.daemons import run_parts
+from benchlib.datasets import ensure_dataset
+from benchlib.readers import MiB, drop_caches, read_files, read_index, read_stream
+from benchlib.report import log, medians, write_json
+from benchlib.stats import mount_stats
 
 
 def bench_small(a, daemons, dlfsd):
     data = os.path.join(a.workdir, f"meta-{a.small_count}x3K")
     ensure_dataset(data, a.small_count, 3 << 10, 100)
-    mnt = start_dlfs(daemons, dlfsd, a.workdir, "small", data)
+    mnt = daemons.serve(dlfsd, a.workdir, "small", data).mnt
     rows = {"view_cold": [], "files_cold": [], "view_warm": [], "files_warm": []}
     n = 0
     for rep in range(a.repeat):
@@ -104,7 +54,7 @@ def bench_small(a, daemons, dlfsd):
                 rows[f"{what}_{phase}"].append(n / s)
         log(f"small rep {rep}: view cold {rows['view_cold'][-1]:,.0f}/s, files cold {rows['files_cold'][-1]:,.0f}/s, "
             f"view warm {rows['view_warm'][-1]:,.0f}/s, files warm {rows['files_warm'][-1]:,.0f}/s")
-    med = {k: statistics.median(v) for k, v in rows.items()}
+    med = medians(rows)
     daemons.stop_all()
     return {"samples": n, "samples_per_s": med, "runs": rows,
             "ratio_cold": med["view_cold"] / med["files_cold"], "ratio_warm": med["view_warm"] / med["files_warm"]}
@@ -113,18 +63,11 @@ def bench_small(a, daemons, dlfsd):
 def fio_run(out_json, jobs):
     """fio, sequential reads, one job per entry of `jobs` (its fio options);
     aggregate bytes/s."""
-    cmd = ["fio", "--ioengine=psync", "--rw=read", "--invalidate=0", "--group_reporting",
-           "--output-format=json", f"--output={out_json}"]
-    for i, opts in enumerate(jobs):
-        cmd += [f"--name=j{i}", *opts]
-    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if p.returncode != 0:
-        sys.exit(f"fio failed ({p.returncode}): {p.stderr[-2000:]}")
-    with open(out_json) as f:
-        text = f.read()
-    j = json.loads(text[text.index("{"):])  # fio may print notes ("opendir added ...") before the JSON
-    total = sum(job["read"]["io_bytes"] for job in j["jobs"])
-    if total == 0:
+    opts = ["--ioengine=psync", "--rw=read", "--invalidate=0", "--group_reporting"]
+    for i, job in enumerate(jobs):
+        opts += [f"--name=j{i}", *job]
+    j = readers.fio(opts, out_json)
+    if sum(job["read"]["io_bytes"] for job in j["jobs"]) == 0:
         sys.exit(f"fio read nothing: {out_json}")
     return sum(job["read"]["bw_bytes"] for job in j["jobs"])
 
@@ -134,7 +77,7 @@ def bench_large(a, daemons, dlfsd):
     nfiles = a.large_size // (256 << 10)
     data = os.path.join(a.workdir, f"data-{nfiles}x262144")
     ensure_dataset(data, nfiles, 256 << 10, 16)
-    mnt = start_dlfs(daemons, dlfsd, a.workdir, "large", data)
+    mnt = daemons.serve(dlfsd, a.workdir, "large", data).mnt
     mnt_c = os.path.join(a.workdir, "mnt-views-ceiling")
     daemons.start("ceiling", [ceiling, "--files", str(nfiles), "--file-size", str(256 << 10), "--dirs", "16", mnt_c],
                   mnt_c, lambda: os.path.isdir(os.path.join(mnt_c, "d0000")),
@@ -159,7 +102,7 @@ def bench_large(a, daemons, dlfsd):
                 runs[what].append(fio_run(out, view_jobs if what == "view" else ceiling_jobs))
             log(f"large {streams} stream(s) rep {rep}: view {runs['view'][-1] / 1e6:,.0f} MB/s, "
                 f"ceiling {runs['ceiling'][-1] / 1e6:,.0f} MB/s")
-        med = {k: statistics.median(v) for k, v in runs.items()}
+        med = medians(runs)
         result[f"{streams}_streams"] = {"bps": med, "runs": runs, "ratio": med["view"] / med["ceiling"]}
     daemons.stop_all()
     return result
@@ -174,8 +117,8 @@ def bench_rounds(a, daemons, dlfsd):
     for ratio in (0.5, 0.25):
         # The backend in the page cache: faster than the paced reader below.
         subprocess.run(f"find {data} -type f -exec cat {{}} + >/dev/null", shell=True, check=True)
-        mnt = start_dlfs(daemons, dlfsd, a.workdir, f"r{ratio}", data,
-                         ["--shuffle-ratio", str(ratio), "--round-chunk", "1MiB", "--loader-threads", "2"])
+        mnt = daemons.serve(dlfsd, a.workdir, f"r{ratio}", data,
+                            ["--shuffle-ratio", str(ratio), "--round-chunk", "1MiB", "--loader-threads", "2"]).mnt
         total, t0 = 0, time.perf_counter()
         pace = a.pace_mb_s * 1e6
         for epoch in (0, 1):
@@ -190,7 +133,7 @@ def bench_rounds(a, daemons, dlfsd):
                     time.sleep(ahead)
             os.close(fd)
         secs = time.perf_counter() - t0
-        s = dlfs_stats(mnt)["datasets"][0]
+        s = mount_stats(mnt)["datasets"][0]
         timeline = s["rounds"]["timeline"]
         result[str(ratio)] = {"plan": s["plan"], "timeline": timeline, "stalls": s["rounds"]["stalls"],
                               "stream_mb_s": total / secs / 1e6, "pace_mb_s": a.pace_mb_s}
@@ -228,37 +171,23 @@ def report(res):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default=os.path.join(SRC, "build"))
-    ap.add_argument("--workdir", default="/tmp/dlfs-bench-full")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--only", default="small,large,rounds")
+    ap = cli.parser(__doc__, workdir="/tmp/dlfs-bench-full", repeat=3, quick="tiny smoke run",
+                    json="write all results here", only="small,large,rounds")
     ap.add_argument("--small-count", type=int, default=50000)
-    ap.add_argument("--large-size", type=lambda s: int(float(s[:-1]) * {"M": MiB, "G": 1 << 30}[s[-1]]),
-                    default=2 << 30)
+    ap.add_argument("--large-size", type=cli.size_arg, default=2 << 30)
     ap.add_argument("--rounds-count", type=int, default=4096, help="64 KiB files for the rounds run (256 MiB)")
     ap.add_argument("--pace-mb-s", type=float, default=150, help="rounds: the reader's pace (a training step)")
-    ap.add_argument("--json", help="write all results here")
     ap.add_argument("--plots", help="directory for round_timeline.png (default: --json's directory, else --workdir)")
-    ap.add_argument("--quick", action="store_true", help="tiny smoke run")
     a = ap.parse_args()
     if a.quick:
         a.repeat, a.small_count, a.large_size, a.rounds_count, a.workdir = 1, 2000, 64 * MiB, 256, "/tmp/dlfs-bench-quick"
-    if os.geteuid() != 0:
-        sys.exit("views_bench.py: needs root (FUSE mounts, drop_caches)")
-    dlfsd = os.path.join(a.build, "fs/dlfsd")
+    cli.require_root(ap, "FUSE mounts, drop_caches")
+    dlfsd = cli.built(ap, a.build, "fs/dlfsd")
     os.makedirs(a.workdir, exist_ok=True)
-    daemons = Daemons()
-    res = {}
-    try:
-        for part in a.only.split(","):
-            res[part] = {"small": bench_small, "large": bench_large, "rounds": bench_rounds}[part](a, daemons, dlfsd)
-    finally:
-        daemons.stop_all()
+    res = run_parts(a, {"small": bench_small, "large": bench_large, "rounds": bench_rounds}, dlfsd)
     report(res)
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(res, f, indent=1)
+        write_json(a.json, res)
     if "rounds" in res:
         plots.save("round_timeline", res["rounds"], a.plots or plots.default_dir(a.json, a.workdir),
                    f"{a.rounds_count} files of 64 KiB, {plots.machine()}")

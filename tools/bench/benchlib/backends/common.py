@@ -1,15 +1,17 @@
-"""What the benchmarks' shared-filesystem backends (nfs_backend.py, sshfs_backend.py)
-have in common: set up in steps, each step registering its undo, everything undone
-last-first on exit, errors and signals; and the same command line
-(`check`, `mount SRC MNT`, `run SRC MNT -- CMD`)."""
+"""What the benchmarks' shared-filesystem backends (nfs.py, sshfs.py) have in
+common: set up in steps, each step registering its undo, everything undone
+last-first on exit, errors and signals; servers on a free port of 127.0.0.1
+and FUSE clients waited for; and the same command line (`check`, `mount SRC
+MNT`, `run SRC MNT -- CMD`) of nfs_backend.py and sshfs_backend.py."""
 import argparse
-import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+
+from ..teardown import exit_on_signals, signals_blocked, stop_process
 
 
 class Unavailable(RuntimeError):
@@ -22,17 +24,6 @@ def run(argv, check=True, **kw):
     if check and r.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed ({r.returncode}): {(r.stderr or r.stdout).strip()}")
     return r
-
-
-def stop_process(p, timeout=10):
-    """SIGTERM, then SIGKILL after `timeout` s; reaps the process."""
-    if p.poll() is None:
-        p.terminate()
-        try:
-            p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
 
 
 def free_port():
@@ -84,29 +75,6 @@ def unmount_fuse(mountpoint, p):
         if run(["fusermount3", "-u", mountpoint], check=False).returncode != 0:
             run(["umount", "-l", mountpoint], check=False)
     stop_process(p)  # the client exits once unmounted; stop it if it did not
-
-
-def exit_on_signals():
-    """SIGTERM/SIGHUP raise SystemExit, so `with`-blocks and `finally` tear down."""
-    def handler(signum, _frame):
-        raise SystemExit(128 + signum)
-    for s in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, handler)
-
-
-# Held off while tearing down: a second SIGTERM, or a SIGCHLD on which PyTorch's
-# DataLoader handler raises (a worker was killed), would otherwise abort the teardown
-# half-way and leave mounts and servers behind. They are delivered once it is done.
-TEARDOWN_BLOCKED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD}
-
-
-@contextlib.contextmanager
-def signals_blocked():
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, TEARDOWN_BLOCKED)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 class Setup:

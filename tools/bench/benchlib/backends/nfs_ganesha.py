@@ -1,8 +1,8 @@
-"""The NFS backend's user-space mode (nfs_backend.py uses it where the kernel has
+"""The NFS backend's user-space mode (nfs.py uses it where the kernel has
 no nfsd or no NFS client): Debian's nfs-ganesha serves the directory over NFSv4
 on 127.0.0.1, and dlfs-bench-nfsmount (tools/bench/nfs_fuse_client.cc, libnfs
 under FUSE) mounts it read-only. Both are torn down afterwards, also on errors
-and signals (`GaneshaMount` is a `teardown.Setup`).
+and signals (`GaneshaMount` is a `common.Setup`).
 
 Server: `ganesha.nfsd -F -f <config>` with a config of its own, written into a
 temporary directory with its log, pid file and NFSv4 recovery directory (so
@@ -21,7 +21,7 @@ hop to the client process, which the kernel's client does not have, nconnect,
 NFSv4.1 sessions and delegations.
 
 No added latency: that needs netem, which this mode does not set up (and which
-the kernels this mode is for lack too); nfs_backend.py reports latency_ms > 0 as
+the kernels this mode is for lack too); nfs.py reports latency_ms > 0 as
 unavailable here.
 """
 import os
@@ -29,7 +29,8 @@ import shutil
 import subprocess
 import tempfile
 
-from teardown import Setup, free_port, log_tail, stop_process, unmount_fuse, wait_listening, wait_mounted
+from .. import SRC
+from .common import Setup, free_port, log_tail, stop_process, unmount_fuse, wait_listening, wait_mounted
 
 GANESHA = "/usr/bin/ganesha.nfsd"
 PSEUDO = "/data"
@@ -37,7 +38,6 @@ CLIENT_NAME = "dlfs-bench-nfsmount"
 # Where Debian's nfs-ganesha-vfs puts the VFS FSAL (ganesha loads FSALs from its plugin dir).
 FSAL_VFS = ("/usr/lib/x86_64-linux-gnu/ganesha/libfsalvfs.so", "/usr/lib/aarch64-linux-gnu/ganesha/libfsalvfs.so",
             "/usr/lib/ganesha/libfsalvfs.so")
-SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def log(msg):
@@ -106,7 +106,7 @@ class GaneshaMount(Setup):
         recovery = os.path.join(self.dir, "recovery")
         os.makedirs(recovery, exist_ok=True)
         with open(path, "w") as f:
-            f.write(f"""# written by tools/bench/nfs_ganesha.py for one benchmark run
+            f.write(f"""# written by tools/bench/benchlib/backends/nfs_ganesha.py for one benchmark run
 NFS_CORE_PARAM {{
   Protocols = 4; NFS_Port = {self.port}; Bind_addr = 127.0.0.1;
   Enable_NLM = false; Enable_RQUOTA = false;
