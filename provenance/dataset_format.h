@@ -88,4 +88,9 @@ const std::vector<const DatasetFormat*>& dataset_formats();
 // The format called `name`; the error lists the registered names.
 Result<const DatasetFormat*> find_dataset_format(std::string_view name);
 
+// For the `format` key: the registered names, and its help ("Dataset
+// format: files (a file a sample), fixed (...), ...").
+std::vector<std::string> dataset_format_names();
+std::string dataset_format_help();
+
 }  // namespace dlfs::provenance

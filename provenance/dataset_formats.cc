@@ -36,4 +36,19 @@ Result<const DatasetFormat*> find_dataset_format(std::string_view name) {
   return Status(EINVAL, "unknown dataset format '" + std::string(name) + "' (use " + names + ")");
 }
 
+std::vector<std::string> dataset_format_names() {
+  std::vector<std::string> names;
+  for (const DatasetFormat* f : dataset_formats()) names.emplace_back(f->name());
+  return names;
+}
+
+std::string dataset_format_help() {
+  std::string help = "Dataset format:";
+  const auto& formats = dataset_formats();
+  for (size_t i = 0; i < formats.size(); ++i)
+    help += std::string(i == 0 ? " " : i + 1 == formats.size() ? " or " : ", ") + std::string(formats[i]->name()) +
+            " (" + std::string(formats[i]->summary()) + ")";
+  return help;
+}
+
 }  // namespace dlfs::provenance

@@ -193,7 +193,7 @@ class LmdbFormat final : public DatasetFormat {
     if (!data)
       return Status(ENOENT, "dataset root '" + tree.root() +
                                 "' has no data.mdb: format lmdb needs the directory of an LMDB environment");
-    DLFS_ASSIGN_OR_RETURN(auto st, open_lmdb_state(tree.root(), *data, tree.file_size(*data), o.lmdb_spot_leaves));
+    DLFS_ASSIGN_OR_RETURN(auto st, open_lmdb_state(tree.root(), *data, tree.file_size(*data), o.lmdb_spot_checks));
     return std::unique_ptr<SampleTable>(std::make_unique<LmdbSamples>(std::move(st)));
   }
 };

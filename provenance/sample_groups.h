@@ -15,17 +15,6 @@
 
 namespace dlfs::provenance {
 
-enum class GroupRule {
-  none,       // a file a sample
-  first_dot,  // key: the path up to the first dot of the basename (WebDataset)
-  last_dot,   // key: the path up to the last dot of the basename
-};
-
-// "none", "first-dot", "last-dot"; the error names the option and the choices.
-Result<GroupRule> parse_group_rule(std::string_view text);
-// The names parse_group_rule() accepts, for the config table and --help.
-const std::vector<std::string>& group_rule_names();
-
 // The key of `path` ("a/b/c.tar.gz" -> "a/b/c" by first-dot, "a/b/c.tar" by
 // last-dot). A basename without a dot, or whose only dot is its first byte
 // (".hidden"), is its own key: the whole path.

@@ -141,11 +141,11 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config) {
   // The overlay reads the FUSE files with its mounter's credentials (root):
   // without allow_other it would let every user read what FUSE lets only
   // root read. So it only comes with allow_other.
-  if (d->config_.raw_overlay != "off" && !d->config_.allow_other)
+  if (d->config_.raw_overlay != AutoOff::off && !d->config_.allow_other)
     d->raw_overlays_ = std::make_unique<RawOverlays>(
         "off", "allow_other is off, and the overlay would let every user read through it");
   else
-    d->raw_overlays_ = std::make_unique<RawOverlays>(d->config_.raw_overlay);
+    d->raw_overlays_ = std::make_unique<RawOverlays>(std::string(name_of(d->config_.raw_overlay)));
   auto control = ControlServer::start(d->config_.control_socket, *d);
   if (!control) return control.status();
   d->control_ = std::move(control).value();
@@ -179,8 +179,8 @@ unsigned uring_threads_per_queue(unsigned fuse_threads) { return std::max(2u, fu
 }  // namespace
 
 bool Daemon::want_uring() {
-  if (config_.fuse_uring == "off") return false;
-  if (config_.fuse_uring == "on" && !kernel_enables_uring()) {
+  if (config_.fuse_uring == Toggle::off) return false;
+  if (config_.fuse_uring == Toggle::on && !kernel_enables_uring()) {
     std::ofstream out(kEnableUringParam);
     if (!(out << "Y" << std::flush))
       spdlog::warn("FUSE over io_uring: cannot turn on {} (needs root and Linux 6.14+); requests go through /dev/fuse",
@@ -263,8 +263,8 @@ int Daemon::run() {
     fuse_session_destroy(session_);
     return 1;
   }
-  if ((config_.passthrough != "off" || uring) && use_wire_io()) {
-    if (config_.passthrough != "off") {
+  if ((config_.passthrough != Toggle::off || uring) && use_wire_io()) {
+    if (config_.passthrough != Toggle::off) {
       fuse_context_.backing.set_registrar(kernel_registrar(fuse_session_fd(session_)));
       fuse_context_.passthrough.wanted = true;
     }
@@ -449,9 +449,7 @@ Status Daemon::join_cluster(const std::vector<Dataset*>& datasets) {
   co.heartbeat = std::chrono::milliseconds(config_.heartbeat_ms);
   co.down_after = std::chrono::milliseconds(config_.down_after_ms);
   co.get_timeout = std::chrono::milliseconds(config_.get_timeout_ms);
-  co.gets = config_.gets == "rma" ? transport::GetMode::rma
-            : config_.gets == "am" ? transport::GetMode::am
-                                   : transport::GetMode::automatic;  // the key table allows nothing else
+  co.gets = config_.gets;
   std::vector<transport::ServedDataset> served;
   for (Dataset* ds : datasets) served.push_back({ds->name(), ds->fingerprint(), &ds->buffer(), &ds->fetcher()});
   auto cluster = transport::Cluster::create(std::move(co), std::move(served), [datasets] {

@@ -97,7 +97,7 @@ std::string every_key() {
     d.backend = "/data/" + format;
     d.format.format = format;
     if (format == "fixed") d.format.record_size = 3072;
-    if (format == "tar") d.format.group_by = "first-dot";  // tar needs a group rule
+    if (format == "tar") d.format.group_by = dlfs::provenance::GroupRule::first_dot;  // tar needs a group rule
     text += "\n[[dataset]]\n" + section_text(Section::dataset, Target{nullptr, &d}, format);
   }
   return text;

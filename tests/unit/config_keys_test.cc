@@ -33,6 +33,8 @@ std::string str(const std::vector<std::string>& v) {
 template <typename T>
   requires std::is_integral_v<T>
 std::string str(T v) { return std::to_string(v); }
+template <NamedEnum E>
+std::string str(E v) { return std::string(name_of(v)); }
 
 // Which member each key must land in, written out independently of the table.
 using Reader = std::function<std::string(const DaemonConfig&, const DatasetConfig&)>;
@@ -63,7 +65,7 @@ const std::map<std::string, Reader> kMembers = {
     S("dataset.min_randomization", plan.min_randomization), S("dataset.world_size", plan.world_size),
     S("dataset.epochs_listed", plan.epochs_listed), S("dataset.order", plan.order),
     S("dataset.opportunistic_window", plan.opportunistic_window), S("dataset.readahead", plan.readahead),
-    S("dataset.lmdb_spot_checks", format.lmdb_spot_leaves), S("dataset.group_by", format.group_by),
+    S("dataset.lmdb_spot_checks", format.lmdb_spot_checks), S("dataset.group_by", format.group_by),
     S("dataset.tfrecord_skip_bad_files", format.tfrecord_skip_bad_files),
 };
 #undef D
