@@ -1,6 +1,8 @@
 // FormatOptions: what a dataset's format is told, the format-related keys of
-// a [[dataset]] (a key list: common/key_list.h). A format's check_options
-// (provenance/dataset_format.h) refuses the options of other formats.
+// a [[dataset]] (a key list: common/key_list.h). Each format declares the
+// options it reads (DatasetFormat::options(), provenance/dataset_format.h);
+// the others must stay at their defaults, which check_format_options() checks
+// for every format in one place.
 #pragma once
 
 #include <array>
@@ -27,17 +29,16 @@ constexpr std::array<std::string_view, 3> enum_names(GroupRule) { return {"none"
 #define DLFS_FORMAT_KEYS(KEY)                                                                                     \
   KEY(format, std::string, "files", "--format", provenance::dataset_format_help(),                                \
       .choices(provenance::dataset_format_names()))                                                               \
-  KEY(record_size, uint64_t, 0, "--record-size", "fixed: bytes per record (e.g. 3073)", .bytes())                 \
-  KEY(header_bytes, uint64_t, 0, "--header-bytes", "fixed: bytes to skip at the start of every file", .bytes())   \
+  KEY(record_size, uint64_t, 0, "--record-size", "Bytes per record, e.g. 3073", .bytes())                         \
+  KEY(header_bytes, uint64_t, 0, "--header-bytes", "Bytes to skip at the start of every file", .bytes())          \
   KEY(group_by, GroupRule, GroupRule::none, "--group-by",                                                         \
-      "files, tar: consecutive files (tar members) with one key are one sample (first-dot: the WebDataset key, "  \
-      "n0153/x of n0153/x.jpg and n0153/x.cls; tar needs one)")                                                   \
+      "Consecutive files (tar members) with one key are one sample (first-dot: the WebDataset key, n0153/x of "   \
+      "n0153/x.jpg and n0153/x.cls; tar needs one)")                                                              \
   KEY(lmdb_spot_checks, uint32_t, 32, "", "Random leaf pages compared with the sidecar's locations at open",      \
-      .range(0, 1000000).only_format("lmdb"))                                                                     \
+      .range(0, 1000000))                                                                                         \
   KEY(tfrecord_skip_bad_files, bool, false, "",                                                                   \
       "A TFRecord file with a bad length CRC or a truncated record is left out of the samples (logged with file " \
-      "and offset; still in raw/) instead of failing the load",                                                   \
-      .only_format("tfrecord"))
+      "and offset; still in raw/) instead of failing the load")
 
 struct FormatOptions {
   DLFS_FORMAT_KEYS(DLFS_KEY_MEMBER)

@@ -96,10 +96,8 @@ class TarFormat final : public DatasetFormat {
   std::string_view summary() const override {
     return "WebDataset tar shards (*.tar): a sample is the members with one key";
   }
+  std::vector<std::string_view> options() const override { return {"group_by"}; }
   Status check_options(const FormatOptions& o) const override {
-    if (o.record_size != 0 || o.header_bytes != 0)
-      return Status(EINVAL, "record_size and header_bytes apply to format 'fixed' only");
-    if (o.tfrecord_skip_bad_files) return Status(EINVAL, "tfrecord_skip_bad_files applies to format 'tfrecord' only");
     // A silent member-a-sample default would split every image from its label.
     if (o.group_by == GroupRule::none)
       return Status(EINVAL,

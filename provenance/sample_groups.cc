@@ -32,9 +32,4 @@ std::vector<uint32_t> group_starts(const Manifest& tree, GroupRule rule) {
   return starts;
 }
 
-Status refuse_grouping(const FormatOptions& options, std::string_view format) {
-  if (options.group_by == GroupRule::none) return Status::ok();
-  return Status(EINVAL, "group_by applies to formats 'files' and 'tar' only, not to '" + std::string(format) + "'");
-}
-
 }  // namespace dlfs::provenance

@@ -10,7 +10,6 @@
 #include <string_view>
 #include <vector>
 
-#include "common/status.h"
 #include "provenance/manifest.h"
 
 namespace dlfs::provenance {
@@ -22,8 +21,5 @@ std::string_view group_key(std::string_view path, GroupRule rule);
 
 // The first file of each group in canonical order, and file_count() at the end.
 std::vector<uint32_t> group_starts(const Manifest& tree, GroupRule rule);
-
-// For formats that do not group: an error naming the format if group_by is set.
-Status refuse_grouping(const FormatOptions& options, std::string_view format);
 
 }  // namespace dlfs::provenance

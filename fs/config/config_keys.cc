@@ -114,10 +114,6 @@ struct Key {
     k.flag_help = std::move(flag_help);
     return *this;
   }
-  Key& only_format(std::string format) {
-    k.only_format = std::move(format);
-    return *this;
-  }
   Key& clears(std::string other) {
     k.clears = std::move(other);
     return *this;
@@ -243,6 +239,12 @@ std::string value_text(const ConfigKey& k, const Value& v) {
 std::string long_flag(const ConfigKey& k) {
   size_t at = k.flag.find("--");
   return at == std::string::npos ? "" : k.flag.substr(at);
+}
+
+std::string meaning(const ConfigKey& k) {
+  if (k.section != Section::dataset) return k.help;
+  const std::string owners = provenance::option_owners_text(k.key, false);
+  return owners.empty() ? k.help : k.help + " (" + owners + " only)";
 }
 
 Result<Value> value_from_text(const ConfigKey& k, const std::string& text) {
@@ -398,10 +400,8 @@ std::string config_keys_markdown() {
       "|---|---|---|---|---|---|\n";
   for (const auto& k : config_keys()) {
     std::string section = k.section == Section::dataset ? "[[dataset]]" : std::string("[") + section_name(k.section) + "]";
-    std::string meaning = k.help;
-    if (!k.only_format.empty()) meaning += " (format " + k.only_format + " only)";
     out += "| `" + section + "` | `" + k.key + "` | " + flag_cell(k) + " | " + type_text(k) + " | " + default_cell(k) +
-           " | " + cell(meaning) + " |\n";
+           " | " + cell(meaning(k)) + " |\n";
   }
   return out;
 }

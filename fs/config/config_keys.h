@@ -75,7 +75,6 @@ struct ConfigKey {
   // this ("--no-readahead" sets readahead = false); flag_help says so.
   bool flag_sets = true;
   std::string flag_help;        // --help text when it differs from `help`
-  std::string only_format;      // [[dataset]]: the key applies to this format only
   std::string clears;           // set by a flag, also resets this key of the section to its default
 };
 
@@ -93,6 +92,8 @@ std::string default_text(const ConfigKey& key);
 std::string value_text(const ConfigKey& key, const Value& value);
 // The flag's long name ("--mountpoint"), "" if none.
 std::string long_flag(const ConfigKey& key);
+// The help, and which formats read the key if not all: "... (format lmdb only)".
+std::string meaning(const ConfigKey& key);
 
 // A flag's text as the key's value ("8MiB", "1,2,3" for lists); errors start
 // with "must be" or name the text.
