@@ -15,12 +15,6 @@ uint64_t mix(uint64_t seed, uint64_t epoch) {
   return a.next() ^ (epoch * 0xd1342543de82ef95ull + 0x2545f4914f6cdd1dull);
 }
 
-Result<Remainder> parse_remainder(std::string_view text) {
-  if (text == "drop") return Remainder::drop;
-  if (text == "pad") return Remainder::pad;
-  return Status(EINVAL, "remainder policy '" + std::string(text) + "' is not drop or pad");
-}
-
 std::vector<uint64_t> epoch_permutation(uint64_t seed, uint64_t epoch, uint64_t samples) {
   std::vector<uint64_t> p(samples);
   std::iota(p.begin(), p.end(), uint64_t{0});

@@ -22,12 +22,9 @@
 #include <vector>
 
 #include "common/status.h"
+#include "plan/plan_config.h"
 
 namespace dlfs::plan {
-
-enum class Remainder { drop, pad };
-
-Result<Remainder> parse_remainder(std::string_view text);  // "drop" | "pad"
 
 struct PlanKey {
   uint64_t seed = 0;

@@ -26,9 +26,7 @@ Result<std::unique_ptr<Planner>> Planner::create(const std::string& name, const 
   std::unique_ptr<Planner> p(new Planner());
   p->config_ = plan;
   p->seed_ = plan.seed;
-  auto rem = parse_remainder(plan.remainder);
-  if (!rem) return rem.status().with_context(what);
-  p->remainder_ = *rem;
+  p->remainder_ = plan.remainder;
   p->shape_ = make_plan_shape(
       m.sample_count(), plan.round_chunk, 0,
       // An LMDB overflow value's chunk also holds the page header in front of

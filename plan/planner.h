@@ -34,9 +34,9 @@ class Planner {
 
   uint64_t seed() const { return seed_; }
   Remainder remainder() const { return remainder_; }
-  bool opportunistic() const { return config_.order == "opportunistic"; }
-  const char* order_name() const { return opportunistic() ? "opportunistic" : "ordered"; }
-  const char* remainder_name() const { return remainder_ == Remainder::pad ? "pad" : "drop"; }
+  bool opportunistic() const { return config_.order == Order::opportunistic; }
+  std::string order_name() const { return std::string(name_of(config_.order)); }
+  std::string remainder_name() const { return std::string(name_of(remainder_)); }
   const PlanShape& shape() const { return shape_; }
   bool rounds() const { return !shape_.single_round(); }
   double ratio() const { return shape_.ratio(); }

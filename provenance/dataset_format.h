@@ -77,8 +77,12 @@ class DatasetFormat {
   virtual ~DatasetFormat() = default;
   virtual std::string_view name() const = 0;
   virtual std::string_view summary() const = 0;  // one line, for --help and docs
-  // Options of other formats must be left at their defaults; errors name the option.
-  virtual Status check_options(const FormatOptions& options) const = 0;
+  // The options this format reads (FormatOptions keys, such as "record_size"),
+  // beyond those every format reads (format). Other formats must leave them
+  // at their defaults: check_format_options() refuses them.
+  virtual std::vector<std::string_view> options() const { return {}; }
+  // Checks of the values of the format's own options; errors name the option.
+  virtual Status check_options(const FormatOptions& /*options*/) const { return Status::ok(); }
   // Errors name the file and what is wrong with it.
   virtual Result<std::unique_ptr<SampleTable>> samples(const Manifest& tree, const FormatOptions& options) const = 0;
 };
@@ -87,5 +91,22 @@ class DatasetFormat {
 const std::vector<const DatasetFormat*>& dataset_formats();
 // The format called `name`; the error lists the registered names.
 Result<const DatasetFormat*> find_dataset_format(std::string_view name);
+
+// The options' format exists, every option of another format is left at its
+// default, and the format's own checks pass. Errors name the option:
+// "group_by applies to formats 'files' and 'tar' only, not to 'fixed'".
+Status check_format_options(const FormatOptions& options);
+// "" if `format` reads option `key` (or every format does), else why not:
+// "applies to format 'fixed' only, not to 'files'".
+std::string foreign_option(const DatasetFormat& format, std::string_view key);
+// The formats that read option `key`, by name; none if every format does.
+std::vector<std::string_view> option_owners(std::string_view key);
+// The same as text: "format lmdb", "formats 'files' and 'tar'" (quoted); "" if none.
+std::string option_owners_text(std::string_view key, bool quoted);
+
+// For the `format` key: the registered names, and its help ("Dataset
+// format: files (a file a sample), fixed (...), ...").
+std::vector<std::string> dataset_format_names();
+std::string dataset_format_help();
 
 }  // namespace dlfs::provenance

@@ -60,13 +60,9 @@ class FilesFormat final : public DatasetFormat {
  public:
   std::string_view name() const override { return "files"; }
   std::string_view summary() const override { return "a file a sample"; }
-  Status check_options(const FormatOptions& o) const override {
-    if (o.record_size != 0 || o.header_bytes != 0)
-      return Status(EINVAL, "record_size and header_bytes apply to format 'fixed' only");
-    return parse_group_rule(o.group_by).status();
-  }
+  std::vector<std::string_view> options() const override { return {"group_by"}; }
   Result<std::unique_ptr<SampleTable>> samples(const Manifest& tree, const FormatOptions& o) const override {
-    DLFS_ASSIGN_OR_RETURN(const GroupRule rule, parse_group_rule(o.group_by));
+    const GroupRule rule = o.group_by;
     if (rule == GroupRule::none) return std::unique_ptr<SampleTable>(std::make_unique<FileSamples>(tree.file_count()));
     return std::unique_ptr<SampleTable>(std::make_unique<GroupedFileSamples>(group_starts(tree, rule), rule));
   }

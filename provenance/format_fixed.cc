@@ -6,7 +6,6 @@
 #include <cstdio>
 
 #include "provenance/dataset_format.h"
-#include "provenance/sample_groups.h"
 
 namespace dlfs::provenance {
 namespace {
@@ -48,9 +47,10 @@ class FixedFormat final : public DatasetFormat {
  public:
   std::string_view name() const override { return "fixed"; }
   std::string_view summary() const override { return "fixed-length records after an optional header per file"; }
+  std::vector<std::string_view> options() const override { return {"record_size", "header_bytes"}; }
   Status check_options(const FormatOptions& o) const override {
     if (o.record_size == 0) return Status(EINVAL, "format 'fixed' needs a record size (record_size > 0)");
-    return refuse_grouping(o, name());
+    return Status::ok();
   }
   Result<std::unique_ptr<SampleTable>> samples(const Manifest& tree, const FormatOptions& o) const override {
     DLFS_RETURN_IF_ERROR(check_options(o));

@@ -16,7 +16,6 @@
 #include <spdlog/spdlog.h>
 
 #include "provenance/dataset_format.h"
-#include "provenance/sample_groups.h"
 #include "provenance/lmdb_check.h"
 #include "provenance/lmdb_layout.h"
 #include "provenance/lmdb_types.h"
@@ -182,18 +181,14 @@ class LmdbFormat final : public DatasetFormat {
   std::string_view summary() const override {
     return "the values of the LMDB environment at the root, in key order (docs/lmdb-sidecar.md)";
   }
-  Status check_options(const FormatOptions& o) const override {
-    if (o.record_size != 0 || o.header_bytes != 0)
-      return Status(EINVAL, "record_size and header_bytes apply to format 'fixed' only");
-    return refuse_grouping(o, name());
-  }
+  std::vector<std::string_view> options() const override { return {"lmdb_spot_checks"}; }
   // data.mdb must sit at the root.
   Result<std::unique_ptr<SampleTable>> samples(const Manifest& tree, const FormatOptions& o) const override {
     auto data = tree.find_file(kRootDir, "data.mdb");
     if (!data)
       return Status(ENOENT, "dataset root '" + tree.root() +
                                 "' has no data.mdb: format lmdb needs the directory of an LMDB environment");
-    DLFS_ASSIGN_OR_RETURN(auto st, open_lmdb_state(tree.root(), *data, tree.file_size(*data), o.lmdb_spot_leaves));
+    DLFS_ASSIGN_OR_RETURN(auto st, open_lmdb_state(tree.root(), *data, tree.file_size(*data), o.lmdb_spot_checks));
     return std::unique_ptr<SampleTable>(std::make_unique<LmdbSamples>(std::move(st)));
   }
 };

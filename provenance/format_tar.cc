@@ -96,20 +96,17 @@ class TarFormat final : public DatasetFormat {
   std::string_view summary() const override {
     return "WebDataset tar shards (*.tar): a sample is the members with one key";
   }
+  std::vector<std::string_view> options() const override { return {"group_by"}; }
   Status check_options(const FormatOptions& o) const override {
-    if (o.record_size != 0 || o.header_bytes != 0)
-      return Status(EINVAL, "record_size and header_bytes apply to format 'fixed' only");
-    if (o.tfrecord_skip_bad_files) return Status(EINVAL, "tfrecord_skip_bad_files applies to format 'tfrecord' only");
-    DLFS_ASSIGN_OR_RETURN(const GroupRule rule, parse_group_rule(o.group_by));
     // A silent member-a-sample default would split every image from its label.
-    if (rule == GroupRule::none)
+    if (o.group_by == GroupRule::none)
       return Status(EINVAL,
                     "format 'tar' needs group_by = \"first-dot\" (the WebDataset key) or \"last-dot\", not \"none\"");
     return Status::ok();
   }
   Result<std::unique_ptr<SampleTable>> samples(const Manifest& tree, const FormatOptions& o) const override {
     DLFS_RETURN_IF_ERROR(check_options(o));
-    auto table = std::make_unique<TarSamples>(parse_group_rule(o.group_by).value());
+    auto table = std::make_unique<TarSamples>(o.group_by);
     uint32_t shards = 0;
     for (uint32_t f = 0; f < tree.file_count(); ++f) {
       if (!is_tar_shard_name(tree.file_name(f))) continue;

@@ -25,7 +25,6 @@
 
 #include "common/unique_fd.h"
 #include "provenance/dataset_format.h"
-#include "provenance/sample_groups.h"
 #include "provenance/tfrecord.h"
 #include "provenance/tfrecord_tree.h"
 
@@ -191,13 +190,8 @@ class TfrecordFormat final : public DatasetFormat {
   std::string_view summary() const override {
     return "the records of every TFRecord file (<file>.idx: its DALI index), CRCs checked";
   }
-  Status check_options(const FormatOptions& o) const override {
-    if (o.record_size != 0 || o.header_bytes != 0)
-      return Status(EINVAL, "record_size and header_bytes apply to format 'fixed' only");
-    return refuse_grouping(o, name());
-  }
+  std::vector<std::string_view> options() const override { return {"tfrecord_skip_bad_files"}; }
   Result<std::unique_ptr<SampleTable>> samples(const Manifest& tree, const FormatOptions& o) const override {
-    DLFS_RETURN_IF_ERROR(check_options(o));
     const auto start = std::chrono::steady_clock::now();
     auto located = locate(tree, o);
     if (!located) return located.status().with_context("dataset root '" + tree.root() + "' (format tfrecord)");

@@ -186,8 +186,8 @@ Result<Manifest> Manifest::build(const std::string& root, const FormatOptions& o
   ScanReport local;
   ScanReport& r = report ? *report : local;
   r = ScanReport{};
+  DLFS_RETURN_IF_ERROR(check_format_options(options));
   DLFS_ASSIGN_OR_RETURN(const DatasetFormat* format, find_dataset_format(options.format));
-  DLFS_RETURN_IF_ERROR(format->check_options(options));
   auto scan = scan_tree(root, r);
   if (!scan) return scan.status();
 

@@ -33,29 +33,13 @@
 #include <vector>
 
 #include "common/status.h"
+#include "provenance/format_options.h"
 
 struct stat;
 
 namespace dlfs::provenance {
 
 class SampleTable;  // dataset_format.h
-
-struct FormatOptions {
-  std::string format = "files";  // a registered DatasetFormat's name (dataset_formats.cc)
-  uint64_t record_size = 0;   // fixed: bytes per record (> 0)
-  uint64_t header_bytes = 0;  // fixed: bytes skipped at the start of every file
-  // lmdb: random leaf pages compared with the sidecar's locations at open,
-  // besides the first and the last (lmdb_check.h). Reads check overflow
-  // headers whatever this is.
-  uint32_t lmdb_spot_leaves = 32;
-  // files: which files make one sample (sample_groups.h): "none" (a file a
-  // sample), "first-dot" (the WebDataset key: the path up to the first dot
-  // of the basename), "last-dot" (up to the last dot).
-  std::string group_by = "none";
-  // tfrecord: a file with a bad length CRC or a truncated record is left out
-  // of the samples (logged, still in the raw view) instead of failing the load.
-  bool tfrecord_skip_bad_files = false;
-};
 
 // lmdb: where the value locations came from (logs, stats, dlfs-ctl).
 struct LmdbInfo {

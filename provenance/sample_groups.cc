@@ -4,18 +4,6 @@
 
 namespace dlfs::provenance {
 
-const std::vector<std::string>& group_rule_names() {
-  static const std::vector<std::string> names = {"none", "first-dot", "last-dot"};
-  return names;
-}
-
-Result<GroupRule> parse_group_rule(std::string_view text) {
-  if (text == "none") return GroupRule::none;
-  if (text == "first-dot") return GroupRule::first_dot;
-  if (text == "last-dot") return GroupRule::last_dot;
-  return Status(EINVAL, "group_by '" + std::string(text) + "' is not one of none, first-dot, last-dot");
-}
-
 std::string_view group_key(std::string_view path, GroupRule rule) {
   const size_t slash = path.rfind('/');
   const size_t base = slash == std::string_view::npos ? 0 : slash + 1;
@@ -42,11 +30,6 @@ std::vector<uint32_t> group_starts(const Manifest& tree, GroupRule rule) {
   }
   starts.push_back(tree.file_count());
   return starts;
-}
-
-Status refuse_grouping(const FormatOptions& options, std::string_view format) {
-  if (options.group_by == "none") return Status::ok();
-  return Status(EINVAL, "group_by applies to formats 'files' and 'tar' only, not to '" + std::string(format) + "'");
 }
 
 }  // namespace dlfs::provenance

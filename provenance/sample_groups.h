@@ -10,21 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include "common/status.h"
 #include "provenance/manifest.h"
 
 namespace dlfs::provenance {
-
-enum class GroupRule {
-  none,       // a file a sample
-  first_dot,  // key: the path up to the first dot of the basename (WebDataset)
-  last_dot,   // key: the path up to the last dot of the basename
-};
-
-// "none", "first-dot", "last-dot"; the error names the option and the choices.
-Result<GroupRule> parse_group_rule(std::string_view text);
-// The names parse_group_rule() accepts, for the config table and --help.
-const std::vector<std::string>& group_rule_names();
 
 // The key of `path` ("a/b/c.tar.gz" -> "a/b/c" by first-dot, "a/b/c.tar" by
 // last-dot). A basename without a dot, or whose only dot is its first byte
@@ -33,8 +21,5 @@ std::string_view group_key(std::string_view path, GroupRule rule);
 
 // The first file of each group in canonical order, and file_count() at the end.
 std::vector<uint32_t> group_starts(const Manifest& tree, GroupRule rule);
-
-// For formats that do not group: an error naming the format if group_by is set.
-Status refuse_grouping(const FormatOptions& options, std::string_view format);
 
 }  // namespace dlfs::provenance

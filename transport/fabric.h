@@ -28,6 +28,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "transport/get_mode.h"
 
 namespace dlfs::transport {
 
@@ -139,13 +140,6 @@ struct Message {
   std::function<Status(const std::string&)> reply;
   std::string from;  // the connection's peer, for logs
 };
-
-// How gets are done on a data endpoint (UCX fabric): `rma` = ucp_get;
-// `am` = DLFS's own request and reply messages (transport/am_get.h);
-// `automatic` = `am` where UCX would only emulate a get (no RMA transport on
-// the endpoint, as over TCP), where a peer killed mid-get can abort the
-// target; `rma` elsewhere (shared memory, RDMA: the target takes no part).
-enum class GetMode { automatic, rma, am };
 
 struct FabricOptions {
   std::string listen_host;  // "" = all addresses

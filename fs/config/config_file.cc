@@ -118,11 +118,15 @@ Status parse_dataset(const toml::table& t, const std::string& origin, size_t ind
   const std::string where = "dataset[" + std::to_string(index) + "]";
   DatasetConfig d;
   DLFS_RETURN_IF_ERROR(parse_section(t, Section::dataset, where, origin, Target{nullptr, &d}));
+  auto format = provenance::find_dataset_format(d.format.format);  // the key's choices: it exists
+  if (!format) return format.status().with_context("config " + origin + ": " + where);
   for (const auto& k : config_keys()) {
     if (k.section != Section::dataset) continue;
-    if (!k.only_format.empty() && t.get(k.key) && d.format.format != k.only_format)
-      return Status(EINVAL, "config " + origin + ": key '" + key_name(where, k.key) + "' applies to format '" +
-                                k.only_format + "' only");
+    // A format's option written for another format is refused even at its
+    // default value, which validate_config could not tell from unset.
+    if (t.get(k.key))
+      if (std::string why = provenance::foreign_option(**format, k.key); !why.empty())
+        return Status(EINVAL, "config " + origin + ": key '" + key_name(where, k.key) + "' " + why);
     if (k.required && !t.get(k.key))
       return Status(EINVAL, "config " + origin + ": " + (d.name.empty() ? where : "dataset '" + d.name + "'") +
                                 " has no '" + k.key + "'");
@@ -204,9 +208,7 @@ Status validate_config(const DaemonConfig& c) {
       return Status(EINVAL, "dataset name '" + d.name +
                                 "' is not valid (letters, digits, '-', '_', '.'; not starting with '.')");
     if (!names.insert(d.name).second) return Status(EINVAL, "dataset name '" + d.name + "' is used twice");
-    auto format = provenance::find_dataset_format(d.format.format);
-    if (!format) return format.status().with_context("dataset '" + d.name + "'");
-    DLFS_RETURN_IF_ERROR((*format)->check_options(d.format).with_context("dataset '" + d.name + "'"));
+    DLFS_RETURN_IF_ERROR(provenance::check_format_options(d.format).with_context("dataset '" + d.name + "'"));
     DLFS_RETURN_IF_ERROR(check_ranges(Section::dataset, Target{nullptr, &d}, "dataset '" + d.name + "': "));
   }
   if (c.datasets.size() > 0xfffe) return Status(EINVAL, "too many datasets (at most 65534)");

@@ -1,9 +1,9 @@
 #include "fs/config/config_keys.h"
-#include "provenance/sample_groups.h"
 
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <type_traits>
 
 #include <spdlog/fmt/fmt.h>
@@ -14,21 +14,68 @@
 namespace dlfs::fs {
 namespace {
 
-// Where a key's value lives: DAEMON(fuse_threads), DATASET(plan.seed).
-#define DAEMON(member) [](const Target& t) -> Field { return &t.daemon->member; }
-#define DATASET(member) [](const Target& t) -> Field { return &t.dataset->member; }
+// A member's value as a Value: an enum by its name; 32-bit integers (which no
+// size is) as int64_t, as integers read from TOML are.
+template <typename M>
+Value to_value(const M& member) {
+  if constexpr (std::is_enum_v<M>) return std::string(name_of(member));
+  else if constexpr (std::is_same_v<M, uint32_t>) return int64_t{member};
+  else return member;
+}
 
-// A table entry under construction: Key(...).range(1, 4096).note("...").
+// A checked Value into a member: an enum from its name, integers of any
+// width; false when the types do not match.
+template <typename M>
+bool from_value(M& member, const Value& value) {
+  if constexpr (std::is_enum_v<M>) {
+    const auto* name = std::get_if<std::string>(&value);
+    const std::optional<M> e = name ? enum_named<M>(*name) : std::nullopt;
+    if (e) member = *e;
+    return e.has_value();
+  } else {
+    return std::visit(
+        [&member](const auto& v) {
+          using V = std::decay_t<decltype(v)>;
+          constexpr bool integers = std::is_integral_v<M> && !std::is_same_v<M, bool> && std::is_integral_v<V> &&
+                                    !std::is_same_v<V, bool>;
+          if constexpr (std::is_same_v<M, V> || integers) {
+            member = static_cast<M>(v);
+            return true;
+          } else {
+            return false;
+          }
+        },
+        value);
+  }
+}
+
+// The kind a member's type implies; sizes and shares are integers and
+// strings that say so (.bytes(), .share_or_size()).
+template <typename M>
+constexpr Kind kind_of() {
+  if constexpr (std::is_same_v<M, bool>) return Kind::boolean;
+  else if constexpr (std::is_enum_v<M>) return Kind::choice;
+  else if constexpr (std::is_integral_v<M>) return Kind::integer;
+  else if constexpr (std::is_floating_point_v<M>) return Kind::number;
+  else if constexpr (std::is_same_v<M, std::vector<std::string>>) return Kind::list;
+  else return Kind::text;
+}
+
+// A table row under construction: Key(...).range(1, 4096).note("...").
 struct Key {
   ConfigKey k;
-  Key(Section section, const char* name, const char* flag, Kind kind, Field (*field)(const Target&),
-      std::string help) {
+  // `At`: a lambda without captures from a Target to the member's address.
+  template <typename At>
+  Key(Section section, const char* name, const char* flag, std::string help, At) {
+    using M = std::remove_pointer_t<decltype(At{}(Target{}))>;
     k.section = section;
     k.key = name;
     k.flag = flag;
-    k.kind = kind;
-    k.field = field;
+    k.kind = kind_of<M>();
+    k.read = [](const Target& t) { return to_value(*At{}(t)); };
+    k.store = [](const Target& t, const Value& v) { return from_value(*At{}(t), v); };
     k.help = std::move(help);
+    if constexpr (std::is_enum_v<M>) k.choices = enum_name_list<M>();
   }
   Key& range(int64_t min, int64_t max = std::numeric_limits<int64_t>::max()) {
     k.min = min;
@@ -40,11 +87,17 @@ struct Key {
     k.hi = hi;
     return *this;
   }
-  Key& at_least(uint64_t bytes) {
-    k.min_bytes = bytes;
+  Key& bytes(uint64_t at_least = 0) {
+    k.kind = Kind::size;
+    k.min_bytes = at_least;
+    return *this;
+  }
+  Key& share_or_size() {
+    k.kind = Kind::share_or_size;
     return *this;
   }
   Key& choices(std::vector<std::string> choices) {
+    k.kind = Kind::choice;
     k.choices = std::move(choices);
     return *this;
   }
@@ -61,10 +114,6 @@ struct Key {
     k.flag_help = std::move(flag_help);
     return *this;
   }
-  Key& only_format(std::string format) {
-    k.only_format = std::move(format);
-    return *this;
-  }
   Key& clears(std::string other) {
     k.clears = std::move(other);
     return *this;
@@ -72,201 +121,36 @@ struct Key {
   operator ConfigKey() const { return k; }  // NOLINT: the table lists Keys
 };
 
-// "Dataset format: files (a file a sample), fixed (...), ...": the registry's
-// names and summaries (provenance/dataset_formats.cc).
-std::string format_help() {
-  std::string help = "Dataset format:";
-  const auto& formats = provenance::dataset_formats();
-  for (size_t i = 0; i < formats.size(); ++i)
-    help += std::string(i == 0 ? " " : i + 1 == formats.size() ? " or " : ", ") + std::string(formats[i]->name()) +
-            " (" + std::string(formats[i]->summary()) + ")";
-  return help;
-}
+// A row per entry of a key list; `in` leads from a Target to the list's struct.
+#define DLFS_ROW(section, in, member, Type, default_value, flag, help, ...) \
+  Key(Section::section, #member, flag, help, [](const Target& t) { return &t.in member; }) __VA_ARGS__,
+#define DLFS_DAEMON_ROW(...) DLFS_ROW(daemon, daemon->, __VA_ARGS__)
+#define DLFS_CACHE_ROW(...) DLFS_ROW(cache, daemon->, __VA_ARGS__)
+#define DLFS_CLUSTER_ROW(...) DLFS_ROW(cluster, daemon->, __VA_ARGS__)
+#define DLFS_DATASET_ROW(...) DLFS_ROW(dataset, dataset->, __VA_ARGS__)
+#define DLFS_FORMAT_ROW(...) DLFS_ROW(dataset, dataset->format., __VA_ARGS__)
+#define DLFS_PLAN_ROW(...) DLFS_ROW(dataset, dataset->plan., __VA_ARGS__)
 
-std::vector<std::string> format_names() {
-  std::vector<std::string> names;
-  for (const auto* f : provenance::dataset_formats()) names.emplace_back(f->name());
-  return names;
-}
-
-std::vector<ConfigKey> daemon_keys() {
-  const Section s = Section::daemon;
+// In documentation order: [daemon], [cache], [cluster], [[dataset]] (its
+// own keys, then its format's, then its plan's).
+std::vector<ConfigKey> make_table() {
   return {
-      Key(s, "mountpoint", "-m,--mountpoint", Kind::text, DAEMON(mountpoint),
-          "Where to mount (an existing, empty directory)")
-          .required(),
-      Key(s, "control_socket", "--control-socket", Kind::text, DAEMON(control_socket), "Control socket path")
-          .note("/run/dlfs/<mountpoint>.sock"),
-      Key(s, "log_level", "--log-level", Kind::text, DAEMON(log_level), "trace, debug, info, warn, error or off"),
-      Key(s, "fuse_threads", "--fuse-threads", Kind::integer, DAEMON(fuse_threads), "Most FUSE worker threads")
-          .range(1, 4096),
-      Key(s, "allow_other", "", Kind::boolean, DAEMON(allow_other),
-          "Let every user read the mount (when dlfsd runs as root)"),
-      Key(s, "entry_timeout_s", "", Kind::number, DAEMON(entry_timeout_s),
-          "Seconds the kernel may cache names (the tree is immutable)"),
-      Key(s, "attr_timeout_s", "", Kind::number, DAEMON(attr_timeout_s), "Seconds the kernel may cache attributes"),
-      Key(s, "passthrough", "--passthrough", Kind::choice, DAEMON(passthrough),
-          "While a dataset loads, the kernel reads raw files not in memory yet straight from their backend files "
-          "(FUSE passthrough: Linux 6.9+, dlfsd as root; else ignored): auto (datasets on local file systems; not "
-          "on NFS, Lustre, GPFS and other network file systems, where the kernel's extra open of each file is a "
-          "server round trip), on, off. Such an open file is checked against the scan when opened, not at each "
-          "read (docs/architecture.md, passthrough)")
-          .choices({"auto", "on", "off"}),
-      Key(s, "fuse_uring", "--fuse-uring", Kind::choice, DAEMON(fuse_uring),
-          "FUSE requests reach dlfsd through one io_uring queue per CPU, answered on the CPU that sent them, "
-          "instead of /dev/fuse (Linux 6.14+): auto (when the kernel offers it: "
-          "/sys/module/fuse/parameters/enable_uring is Y), on (also sets that parameter, as root), off "
-          "(fs/kernel/wire/fuse_uring.h)")
-          .choices({"auto", "on", "off"}),
-      Key(s, "raw_overlay", "--raw-overlay", Kind::choice, DAEMON(raw_overlay),
-          "Each dataset's raw/ under a read-only overlayfs mounted over it (as root), whose files answer ioctls "
-          "in the kernel: Python's open() then costs no round trip to dlfsd for its isatty(), which the kernel "
-          "forwards on every FUSE file. auto (as root, with allow_other), off (fs/kernel/raw_overlay.h)")
-          .choices({"auto", "off"}),
-      Key(s, "view_drop_behind", "--view-drop-behind", Kind::size, DAEMON(view_drop_behind),
-          "Page cache an epoch view file keeps behind a reader that reads it in order; what lies further behind "
-          "is dropped as the reader moves on (a view is read once per epoch, and its bytes stay in dlfsd's "
-          "memory: the page cache would hold the dataset a second time). 0 keeps every page, as for other files "
-          "(fs/kernel/drop_behind.h)"),
-      Key(s, "raw_push_size", "--raw-push-size", Kind::size, DAEMON(raw_push_size),
-          "Raw files up to this size, in memory, are put in the kernel's page cache when a reader's open() asks "
-          "isatty() of them (Python's open() does, right before it reads; the kernel forwards that ioctl to dlfsd "
-          "at every open), or, under the raw overlay, when the overlay looks them up: the read that follows then "
-          "costs no request. Once per kernel inode; 0: never"),
-      Key(s, "serve_despite_failed_datasets", "", Kind::boolean, DAEMON(serve_despite_failed_datasets),
-          "A dataset whose scan fails after the mount answers EIO and the others stay served, instead of dlfsd "
-          "unmounting and exiting 2 (one node only; docs/stats.md, dataset states)"),
+      DLFS_DAEMON_KEYS(DLFS_DAEMON_ROW)
+      DLFS_CACHE_KEYS(DLFS_CACHE_ROW)
+      DLFS_CLUSTER_KEYS(DLFS_CLUSTER_ROW)
+      DLFS_DATASET_KEYS(DLFS_DATASET_ROW)
+      DLFS_FORMAT_KEYS(DLFS_FORMAT_ROW)
+      DLFS_PLAN_KEYS(DLFS_PLAN_ROW)
   };
 }
 
-std::vector<ConfigKey> cache_keys() {
-  const Section s = Section::cache;
-  return {
-      Key(s, "memory_budget", "--memory-budget", Kind::share_or_size, DAEMON(memory_budget),
-          "Memory for dataset bytes: a size (16GiB) or a share of RAM (50%)"),
-      Key(s, "extent_size", "--extent-size", Kind::size, DAEMON(extent_size),
-          "Unit of loading, residency and checksums")
-          .at_least(4096),
-      Key(s, "loader_threads", "--loader-threads", Kind::integer, DAEMON(loader_threads),
-          "Backend reads in flight while loading")
-          .range(1, 4096),
-      Key(s, "load_staging", "--load-staging", Kind::choice, DAEMON(load_staging),
-          "While readers read the backend for bytes not loaded yet, read the loader's next extents ahead into the "
-          "page cache (8 files in flight) and load them from there afterwards, instead of loading beside the "
-          "readers and reading those bytes twice: auto (datasets on local file systems, where it was measured), "
-          "on, off (cache/load_stager.h)")
-          .choices({"auto", "on", "off"}),
-      Key(s, "read_size", "--read-size", Kind::size, DAEMON(read_size), "Largest single backend read").at_least(4096),
-      Key(s, "backend_requests", "--backend-requests", Kind::integer, DAEMON(backend_requests),
-          "Backend reads in flight per dataset at most, from any source (loader, rounds, reads of samples not in "
-          "memory): LMDBIO's staggering")
-          .range(0, 4096)
-          .note("0 (no bound)"),
-  };
-}
-
-// docs/deploy.md
-std::vector<ConfigKey> cluster_keys() {
-  const Section s = Section::cluster;
-  return {
-      Key(s, "peers", "--peers", Kind::list, DAEMON(peers),
-          "The job's daemons, host[:port] each, index = rank (the flag: comma-separated)")
-          .note("from Slurm (SLURM_JOB_NODELIST, SLURM_NODEID), else a cluster of one"),
-      Key(s, "rank", "--rank", Kind::integer, DAEMON(rank), "This node's index in the peers")
-          .range(-1, 65535)
-          .note("-1 (found from this host's addresses)"),
-      Key(s, "listen", "--listen", Kind::text, DAEMON(listen), "Address of the UCX listener").note("every address"),
-      Key(s, "port", "--port", Kind::integer, DAEMON(port), "UCX listener port, and the port of peers given without one")
-          .range(1, 65535),
-      Key(s, "token_file", "--token-file", Kind::text, DAEMON(token_file),
-          "The job's shared secret: a file only its owner can read; this or token is required with more than one "
-          "node (the flag also drops the file's token)")
-          .note("none")
-          .clears("token"),
-      Key(s, "token", "", Kind::text, DAEMON(token),
-          "The job's shared secret inline, instead of token_file (discouraged: configs get copied)")
-          .note("none"),
-      Key(s, "heartbeat_ms", "", Kind::integer, DAEMON(heartbeat_ms),
-          "Each node pings every peer this often (milliseconds)")
-          .range(1),
-      Key(s, "down_after_ms", "", Kind::integer, DAEMON(down_after_ms),
-          "A peer that has not answered for this long is down (milliseconds)")
-          .range(1),
-      Key(s, "get_timeout_ms", "", Kind::integer, DAEMON(get_timeout_ms),
-          "A remote read slower than this is redone from the backend (milliseconds)")
-          .range(1),
-      Key(s, "gets", "", Kind::choice, DAEMON(gets),
-          "How remote reads go: auto (one-sided ucp_get where a transport reads so, as shared memory or RDMA; "
-          "DLFS's own request/reply messages where UCX would emulate the get, as over TCP, so that a peer "
-          "killed mid-read cannot take this node down), rma (always ucp_get), am (always messages)")
-          .choices({"auto", "rma", "am"}),
-  };
-}
-
-// The format and the epoch views' plan (docs/views.md).
-std::vector<ConfigKey> dataset_keys() {
-  const Section s = Section::dataset;
-  return {
-      Key(s, "name", "-n,--name", Kind::text, DATASET(name), "Dataset name in the mount")
-          .required()
-          .note("the backend directory's name"),
-      Key(s, "backend", "-b,--backend", Kind::text, DATASET(backend),
-          "Dataset directory on backend storage (the flag: one-dataset mode)")
-          .required(),
-      Key(s, "format", "--format", Kind::choice, DATASET(format.format), format_help()).choices(format_names()),
-      Key(s, "record_size", "--record-size", Kind::size, DATASET(format.record_size),
-          "fixed: bytes per record (e.g. 3073)"),
-      Key(s, "header_bytes", "--header-bytes", Kind::size, DATASET(format.header_bytes),
-          "fixed: bytes to skip at the start of every file"),
-      Key(s, "group_by", "--group-by", Kind::choice, DATASET(format.group_by),
-          "files, tar: consecutive files (tar members) with one key are one sample (first-dot: the "
-          "WebDataset key, n0153/x of n0153/x.jpg and n0153/x.cls; tar needs one)")
-          .choices(provenance::group_rule_names()),
-      Key(s, "seed", "--seed", Kind::integer, DATASET(plan.seed),
-          "Job seed of the epoch views: same seed, same orders on every node and restart")
-          .range(0),
-      Key(s, "remainder", "--remainder", Kind::choice, DATASET(plan.remainder),
-          "When samples do not divide by W: pad (wrap, as DistributedSampler) or drop")
-          .choices({"pad", "drop"}),
-      Key(s, "shuffle_ratio", "--shuffle-ratio", Kind::number, DATASET(plan.shuffle_ratio),
-          "R: share of the dataset resident per round (0 < R <= 1)")
-          .within(0, 1)
-          .note("0 (from the memory budget)"),
-      Key(s, "round_chunk", "--round-chunk", Kind::size, DATASET(plan.round_chunk),
-          "Unit rounds are built and loaded in (chunks of whole samples)")
-          .at_least(1),
-      Key(s, "min_randomization", "--min-randomization", Kind::number, DATASET(plan.min_randomization),
-          "Refuse to start if the randomization level is below this")
-          .within(0, 1),
-      Key(s, "world_size", "--world-size", Kind::integer, DATASET(plan.world_size),
-          "World size shown in epoch listings (any can be opened)")
-          .range(1, 65535),
-      Key(s, "epochs_listed", "--epochs-listed", Kind::integer, DATASET(plan.epochs_listed),
-          "Epochs shown in listings (any can be opened)")
-          .range(1, 1000000),
-      Key(s, "order", "--order", Kind::choice, DATASET(plan.order),
-          "ordered (exactly the plan) or opportunistic (tar streams yield whichever of the next "
-          "opportunistic_window planned samples is ready first)")
-          .choices({"ordered", "opportunistic"}),
-      Key(s, "opportunistic_window", "--opportunistic-window", Kind::integer, DATASET(plan.opportunistic_window),
-          "Samples an opportunistic stream may look ahead")
-          .range(1, int64_t{1} << 30),
-      Key(s, "readahead", "--no-readahead", Kind::boolean, DATASET(plan.readahead),
-          "Per-stream read-ahead rings for samples that are not resident")
-          .flag_sets(false, "No read-ahead rings: samples that are not resident are read when asked for"),
-      Key(s, "lmdb_spot_checks", "", Kind::integer, DATASET(format.lmdb_spot_leaves),
-          "Random leaf pages compared with the sidecar's locations at open")
-          .range(0, 1000000)
-          .only_format("lmdb"),
-      Key(s, "tfrecord_skip_bad_files", "", Kind::boolean, DATASET(format.tfrecord_skip_bad_files),
-          "A TFRecord file with a bad length CRC or a truncated record is left out of the samples "
-          "(logged with file and offset; still in raw/) instead of failing the load")
-          .only_format("tfrecord"),
-  };
-}
-
-#undef DAEMON
-#undef DATASET
+#undef DLFS_ROW
+#undef DLFS_DAEMON_ROW
+#undef DLFS_CACHE_ROW
+#undef DLFS_CLUSTER_ROW
+#undef DLFS_DATASET_ROW
+#undef DLFS_FORMAT_ROW
+#undef DLFS_PLAN_ROW
 
 std::string join(const std::vector<std::string>& v, const char* sep) {
   std::string out;
@@ -286,33 +170,10 @@ std::string size_text(uint64_t bytes) {
 
 Status must_be(const ConfigKey& k) { return Status(EINVAL, expectation(k)); }
 
-// Copies an int64_t, uint64_t, bool, double, string or list into a member of a
-// matching type; a mismatch is a table error (the unit test stores every key).
-struct Store {
-  const ConfigKey& k;
-  template <typename M, typename V>
-  Status operator()(M* member, const V& v) const {
-    if constexpr (std::is_same_v<M, V>) {
-      *member = v;
-    } else if constexpr (std::is_integral_v<M> && !std::is_same_v<M, bool> && std::is_integral_v<V> &&
-                         !std::is_same_v<V, bool>) {
-      *member = static_cast<M>(v);
-    } else {
-      return Status(EINVAL, "internal: config key '" + k.key + "' does not match its member's type");
-    }
-    return Status::ok();
-  }
-};
-
 }  // namespace
 
 const std::vector<ConfigKey>& config_keys() {
-  static const std::vector<ConfigKey> table = [] {
-    std::vector<ConfigKey> all;
-    for (auto part : {daemon_keys(), cache_keys(), cluster_keys(), dataset_keys()})
-      for (auto& k : part) all.push_back(std::move(k));
-    return all;
-  }();
+  static const std::vector<ConfigKey> table = make_table();
   return table;
 }
 
@@ -378,6 +239,12 @@ std::string value_text(const ConfigKey& k, const Value& v) {
 std::string long_flag(const ConfigKey& k) {
   size_t at = k.flag.find("--");
   return at == std::string::npos ? "" : k.flag.substr(at);
+}
+
+std::string meaning(const ConfigKey& k) {
+  if (k.section != Section::dataset) return k.help;
+  const std::string owners = provenance::option_owners_text(k.key, false);
+  return owners.empty() ? k.help : k.help + " (" + owners + " only)";
 }
 
 Result<Value> value_from_text(const ConfigKey& k, const std::string& text) {
@@ -448,31 +315,20 @@ Status check_value(const ConfigKey& k, const Value& v) {
 }
 
 Status store_value(const ConfigKey& k, const Value& v, const Target& target) {
-  return std::visit(Store{k}, k.field(target), v);
+  if (k.store(target, v)) return Status::ok();
+  return Status(EINVAL, "internal: config key '" + k.key + "' does not match its member's type");
 }
 
 Value read_value(const ConfigKey& k, const Target& target) {
-  return std::visit(
-      [&k](auto* member) -> Value {
-        using M = std::remove_pointer_t<decltype(member)>;
-        if constexpr (std::is_same_v<M, uint32_t>) return int64_t{*member};
-        else if constexpr (std::is_same_v<M, uint64_t>) {
-          if (k.kind == Kind::integer) return static_cast<int64_t>(*member);
-          return *member;
-        } else return *member;
-      },
-      k.field(target));
+  Value v = k.read(target);
+  if (const auto* u = std::get_if<uint64_t>(&v); u && k.kind == Kind::integer) return static_cast<int64_t>(*u);
+  return v;
 }
 
 void reset_value(const ConfigKey& k, const Target& target) {
   DaemonConfig daemon;
   DatasetConfig dataset;
-  std::visit(
-      [&](auto* member) {
-        using P = decltype(member);
-        *member = *std::get<P>(k.field(Target{&daemon, &dataset}));
-      },
-      k.field(target));
+  k.store(target, k.read(Target{&daemon, &dataset}));
 }
 
 Status in_context(const Status& s, const std::string& context) {
@@ -544,10 +400,8 @@ std::string config_keys_markdown() {
       "|---|---|---|---|---|---|\n";
   for (const auto& k : config_keys()) {
     std::string section = k.section == Section::dataset ? "[[dataset]]" : std::string("[") + section_name(k.section) + "]";
-    std::string meaning = k.help;
-    if (!k.only_format.empty()) meaning += " (format " + k.only_format + " only)";
     out += "| `" + section + "` | `" + k.key + "` | " + flag_cell(k) + " | " + type_text(k) + " | " + default_cell(k) +
-           " | " + cell(meaning) + " |\n";
+           " | " + cell(meaning(k)) + " |\n";
   }
   return out;
 }

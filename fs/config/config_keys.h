@@ -1,16 +1,15 @@
-// The config key table: every key dlfsd takes is declared once, in
-// config_keys.cc, with its section, TOML key, flag, kind, range, default and
-// meaning. From it come the TOML parsing (fs/config/config.cc), the dlfsd flags
-// (add_config_flags below), validate_config's range checks, and the
-// documented list (`dlfsd --config-keys`, docs/configuration.md).
+// The config key table: one row per key dlfsd takes, made in config_keys.cc
+// from the key lists (common/key_list.h: fs/config/config.h,
+// plan/plan_config.h, provenance/format_options.h). From it come the TOML
+// parsing (fs/config/config_file.cc), the dlfsd flags (add_config_flags
+// below), validate_config's range checks, and the documented list
+// (`dlfsd --config-keys`, docs/configuration.md).
 //
 // A key's default is the member's value in a default-constructed
-// DaemonConfig / DatasetConfig (config.h), unless the key gives a note
+// DaemonConfig / DatasetConfig, unless the key gives a note
 // (`default_note`: "0: no bound").
 //
-// Adding a key: the member in config.h, one entry in config_keys.cc, then
-// regenerate docs/configuration.md (its intro + `dlfsd --config-keys`);
-// tests/unit/config_keys_test.cc fails until the doc matches.
+// Adding a key: docs/architecture.md, "Adding a config key".
 #pragma once
 
 #include <cstdint>
@@ -36,7 +35,7 @@ enum class Section { daemon, cache, cluster, dataset };
 
 enum class Kind {
   text,           // a string
-  choice,         // a string, one of `choices`
+  choice,         // one of `choices`: an enum member by name, or a string (format)
   share_or_size,  // memory_budget: "50%" or a size; kept as text, resolved at start
   boolean,
   integer,        // within [min, max]
@@ -45,10 +44,9 @@ enum class Kind {
   list,           // TOML: an array of strings; a flag: comma-separated
 };
 
-// What a key's value is while it travels from TOML or a flag into its member.
+// What a key's value is while it travels from TOML or a flag into its member
+// (a choice: its name).
 using Value = std::variant<std::string, bool, int64_t, uint64_t, double, std::vector<std::string>>;
-// Where a key's value lives (unsigned members are uint32_t).
-using Field = std::variant<std::string*, bool*, uint32_t*, uint64_t*, int64_t*, double*, std::vector<std::string>*>;
 
 // The config a key is read from or written to: `daemon` for [daemon],
 // [cache] and [cluster] keys, `dataset` for [[dataset]] keys.
@@ -62,7 +60,8 @@ struct ConfigKey {
   std::string key;              // in TOML
   std::string flag;             // CLI11 names ("-m,--mountpoint"); "" = TOML only
   Kind kind = Kind::text;
-  Field (*field)(const Target&) = nullptr;
+  Value (*read)(const Target&) = nullptr;                // the member's value
+  bool (*store)(const Target&, const Value&) = nullptr;  // false: the value's type is not the member's
   std::string help;             // one line: the meaning (--help and the docs)
   std::string default_note;     // shown instead of the member's default value
   bool required = false;        // every [[dataset]] must set it (documented for [daemon])
@@ -71,12 +70,11 @@ struct ConfigKey {
   double lo = 0;                                       // Kind::number
   double hi = std::numeric_limits<double>::infinity();
   uint64_t min_bytes = 0;                              // Kind::size
-  std::vector<std::string> choices;                    // Kind::choice
+  std::vector<std::string> choices;                    // Kind::choice (an enum member: its names)
   // Kind::boolean with a flag: the flag takes no value and sets the key to
   // this ("--no-readahead" sets readahead = false); flag_help says so.
   bool flag_sets = true;
   std::string flag_help;        // --help text when it differs from `help`
-  std::string only_format;      // [[dataset]]: the key applies to this format only
   std::string clears;           // set by a flag, also resets this key of the section to its default
 };
 
@@ -94,6 +92,8 @@ std::string default_text(const ConfigKey& key);
 std::string value_text(const ConfigKey& key, const Value& value);
 // The flag's long name ("--mountpoint"), "" if none.
 std::string long_flag(const ConfigKey& key);
+// The help, and which formats read the key if not all: "... (format lmdb only)".
+std::string meaning(const ConfigKey& key);
 
 // A flag's text as the key's value ("8MiB", "1,2,3" for lists); errors start
 // with "must be" or name the text.

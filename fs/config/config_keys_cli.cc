@@ -62,7 +62,7 @@ std::string wrap(const std::string& text, size_t width = 80) {
 // The flag's --help text: its meaning and its default.
 std::string flag_description(const ConfigKey& k) {
   if (!k.flag_help.empty()) return wrap(k.flag_help);
-  std::string text = k.help;
+  std::string text = meaning(k);
   if (!k.required || !k.default_note.empty()) text += " (default: " + default_text(k) + ")";
   return wrap(text);
 }

@@ -249,9 +249,7 @@ Status Daemon::join_cluster(const std::vector<Dataset*>& datasets) {
   co.heartbeat = std::chrono::milliseconds(config_.heartbeat_ms);
   co.down_after = std::chrono::milliseconds(config_.down_after_ms);
   co.get_timeout = std::chrono::milliseconds(config_.get_timeout_ms);
-  co.gets = config_.gets == "rma" ? transport::GetMode::rma
-            : config_.gets == "am" ? transport::GetMode::am
-                                   : transport::GetMode::automatic;  // the key table allows nothing else
+  co.gets = config_.gets;
   std::vector<transport::ServedDataset> served;
   for (Dataset* ds : datasets) served.push_back({ds->name(), ds->fingerprint(), &ds->buffer(), &ds->fetcher()});
   auto cluster = transport::Cluster::create(std::move(co), std::move(served), [datasets] {

@@ -33,7 +33,9 @@ uint64_t manifest_fingerprint(const provenance::Manifest& m) {
   add(o.format.data(), o.format.size() + 1);
   add(&o.record_size, sizeof o.record_size);
   add(&o.header_bytes, sizeof o.header_bytes);
-  add(o.group_by.data(), o.group_by.size() + 1);
+  // The name and its NUL, as when group_by was text: fingerprints stay comparable.
+  const std::string_view group_by = name_of(o.group_by);
+  add(group_by.data(), group_by.size() + 1);
   // Directory paths once (a parent's id is below its children's: ids follow
   // path order), not once per file as file_path() would.
   std::vector<std::string> dir_paths(m.dir_count());
@@ -76,8 +78,8 @@ Result<std::unique_ptr<Dataset>> Dataset::open(const DatasetConfig& config, uint
   auto fs_kind = fs::backend_fs(config.backend);  // the free function, not the accessor
   ds->backend_fs_ = fs_kind ? fs_kind->type : "unknown";
   const bool local_fs = fs_kind && !fs_kind->network;
-  ds->passthrough_ = daemon.passthrough == "on" || (daemon.passthrough == "auto" && local_fs);
-  ds->load_staging_ = daemon.load_staging == "on" || (daemon.load_staging == "auto" && local_fs);
+  ds->passthrough_ = enabled(daemon.passthrough, local_fs);
+  ds->load_staging_ = enabled(daemon.load_staging, local_fs);
 
   auto backend = cache::BackendReader::open(ds->manifest_, daemon.backend_requests, config.name);
   if (!backend) return backend.status().with_context(what);

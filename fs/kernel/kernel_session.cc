@@ -48,8 +48,8 @@ FuseOptions fuse_options(const DaemonConfig& c) {
 // without allow_other it would let every user read what FUSE lets only root
 // read. So it only comes with allow_other.
 std::unique_ptr<RawOverlays> make_raw_overlays(const DaemonConfig& c) {
-  if (c.raw_overlay != "off" && !c.allow_other)
-    return std::make_unique<RawOverlays>("off", "allow_other is off, and the overlay would let every user read through it");
+  if (c.raw_overlay != AutoOff::off && !c.allow_other)
+    return std::make_unique<RawOverlays>(AutoOff::off, "allow_other is off, and the overlay would let every user read through it");
   return std::make_unique<RawOverlays>(c.raw_overlay);
 }
 
@@ -119,9 +119,9 @@ Status KernelSession::mount() {
     return Status(EIO, "cannot mount at '" + config_.mountpoint +
                            "' (is /dev/fuse available and fusermount3 installed?)");
   }
-  if ((config_.passthrough != "off" || uring) && use_wire_io()) {
+  if ((config_.passthrough != Toggle::off || uring) && use_wire_io()) {
     WireState& w = state_.wire;
-    if (config_.passthrough != "off") {
+    if (config_.passthrough != Toggle::off) {
       state_.passthrough.set_registrar(kernel_registrar(fuse_session_fd(se)));
       w.passthrough.wanted = true;
     }
@@ -156,8 +156,8 @@ bool KernelSession::use_wire_io() {
 }
 
 bool KernelSession::want_uring() const {
-  if (config_.fuse_uring == "off") return false;
-  if (config_.fuse_uring == "on" && !kernel_enables_uring()) {
+  if (config_.fuse_uring == Toggle::off) return false;
+  if (config_.fuse_uring == Toggle::on && !kernel_enables_uring()) {
     std::ofstream out(kEnableUringParam);
     if (!(out << "Y" << std::flush))
       spdlog::warn("FUSE over io_uring: cannot turn on {} (needs root and Linux 6.14+); requests go through /dev/fuse",

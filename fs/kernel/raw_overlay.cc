@@ -30,14 +30,14 @@ std::string escaped(const std::string& path) {
 
 }  // namespace
 
-RawOverlays::RawOverlays(std::string mode, std::string off_because) : mode_(std::move(mode)) {
-  if (mode_ == "off") {
+RawOverlays::RawOverlays(AutoOff mode, std::string off_because) : mode_(mode) {
+  if (mode_ == AutoOff::off) {
     reason_ = off_because.empty() ? "raw_overlay = off" : std::move(off_because);
   } else if (::geteuid() != 0) {
-    mode_ = "off";
+    mode_ = AutoOff::off;
     reason_ = "dlfsd is not root";
   }
-  if (mode_ == "off" && reason_ != "raw_overlay = off")
+  if (mode_ == AutoOff::off && reason_ != "raw_overlay = off")
     spdlog::info("raw/ stays without its overlay ({}): Python's open() of a raw file costs a round trip to dlfsd "
                  "for its isatty() (docs/architecture.md, raw overlay)", reason_);
 }
@@ -52,7 +52,7 @@ std::string RawOverlays::mount_options(const std::string& raw_dir, const std::st
 }
 
 void RawOverlays::request(const std::string& raw_dir, std::function<bool()> ready) {
-  if (mode_ == "off") return;
+  if (mode_ == AutoOff::off) return;
   std::lock_guard lk(mu_);
   if (closed_) return;
   queue_.push_back({raw_dir, std::move(ready)});
@@ -169,7 +169,7 @@ nlohmann::json RawOverlays::stats() const {
   std::lock_guard lk(mu_);
   nlohmann::json dirs = nlohmann::json::array();
   for (const auto& m : mounted_) dirs.push_back(m.dir);
-  nlohmann::json j{{"mode", mode_}, {"mounted", dirs}, {"failures", failures_}};
+  nlohmann::json j{{"mode", name_of(mode_)}, {"mounted", dirs}, {"failures", failures_}};
   j["reason"] = reason_.empty() ? nlohmann::json(nullptr) : nlohmann::json(reason_);
   j["last_error"] = last_error_.empty() ? nlohmann::json(nullptr) : nlohmann::json(last_error_);
   return j;

@@ -56,14 +56,15 @@
 
 #include "common/status.h"
 #include "common/unique_fd.h"
+#include "fs/config/config.h"
 
 namespace dlfs::fs {
 
 class RawOverlays {
  public:
-  // `mode`: "auto" (mount where possible: as root) or "off" (never; the
+  // `mode`: auto (mount where possible: as root) or off (never; the
   // daemon may turn auto off, saying why in `off_because`).
-  explicit RawOverlays(std::string mode, std::string off_because = "");
+  explicit RawOverlays(AutoOff mode, std::string off_because = "");
   ~RawOverlays();
   RawOverlays(const RawOverlays&) = delete;
   RawOverlays& operator=(const RawOverlays&) = delete;
@@ -96,7 +97,7 @@ class RawOverlays {
   // The overlays' second lower layer (see the top of this file).
   static constexpr const char* kEmptyDir = "/run/dlfs/overlay-lower-empty";
 
-  std::string mode_;
+  AutoOff mode_;
   std::string reason_;  // why mode_ is off
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -5,6 +5,7 @@
 // file (parsing) or is not empty (validation), never a crash, an exception or
 // undefined behaviour; a valid config's memory budget resolves to an error or
 // to at most the physical memory when it is a share.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <variant>
@@ -12,6 +13,7 @@
 #include "fs/config/config.h"
 #include "fs/config/config_file.h"
 #include "fs/config/config_keys.h"
+#include "provenance/dataset_format.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace {
@@ -75,7 +77,8 @@ std::string section_text(Section section, const Target& target, const std::strin
   std::string out;
   for (const ConfigKey& k : config_keys()) {
     if (k.section != section) continue;
-    if (!k.only_format.empty() && k.only_format != format) continue;
+    const auto owners = dlfs::provenance::option_owners(k.key);
+    if (!owners.empty() && std::find(owners.begin(), owners.end(), format) == owners.end()) continue;
     out += k.key + " = " + toml_value(k, read_value(k, target)) + "\n";
   }
   return out;
@@ -97,7 +100,7 @@ std::string every_key() {
     d.backend = "/data/" + format;
     d.format.format = format;
     if (format == "fixed") d.format.record_size = 3072;
-    if (format == "tar") d.format.group_by = "first-dot";  // tar needs a group rule
+    if (format == "tar") d.format.group_by = dlfs::provenance::GroupRule::first_dot;  // tar needs a group rule
     text += "\n[[dataset]]\n" + section_text(Section::dataset, Target{nullptr, &d}, format);
   }
   return text;

@@ -14,6 +14,7 @@
 
 #include "fs/config/config_keys.h"
 #include "fs/config/config_file.h"
+#include "provenance/dataset_format.h"
 
 #ifndef DLFS_SOURCE_ROOT
 #error "DLFS_SOURCE_ROOT (the source tree, for docs/configuration.md) must be defined"
@@ -33,6 +34,8 @@ std::string str(const std::vector<std::string>& v) {
 template <typename T>
   requires std::is_integral_v<T>
 std::string str(T v) { return std::to_string(v); }
+template <NamedEnum E>
+std::string str(E v) { return std::string(name_of(v)); }
 
 // Which member each key must land in, written out independently of the table.
 using Reader = std::function<std::string(const DaemonConfig&, const DatasetConfig&)>;
@@ -63,13 +66,19 @@ const std::map<std::string, Reader> kMembers = {
     S("dataset.min_randomization", plan.min_randomization), S("dataset.world_size", plan.world_size),
     S("dataset.epochs_listed", plan.epochs_listed), S("dataset.order", plan.order),
     S("dataset.opportunistic_window", plan.opportunistic_window), S("dataset.readahead", plan.readahead),
-    S("dataset.lmdb_spot_checks", format.lmdb_spot_leaves), S("dataset.group_by", format.group_by),
+    S("dataset.lmdb_spot_checks", format.lmdb_spot_checks), S("dataset.group_by", format.group_by),
     S("dataset.tfrecord_skip_bad_files", format.tfrecord_skip_bad_files),
 };
 #undef D
 #undef S
 
 std::string full_name(const ConfigKey& k) { return std::string(section_name(k.section)) + "." + k.key; }
+
+// A format that reads `k`, "" if every format does.
+std::string format_for(const ConfigKey& k) {
+  const auto owners = provenance::option_owners(k.key);
+  return owners.empty() ? "" : std::string(owners.front());
+}
 
 // A value of `k` other than its default: as TOML, as a flag's text, and as
 // the member reads (str()).
@@ -102,7 +111,7 @@ std::string toml_with(const ConfigKey& k) {
   const Sample s = sample(k);
   if (k.section != Section::dataset) return "[" + std::string(section_name(k.section)) + "]\n" + k.key + " = " + s.toml + "\n";
   std::map<std::string, std::string> keys = {{"name", "\"ds\""}, {"backend", "\"/b\""}};
-  if (!k.only_format.empty()) keys["format"] = "\"" + k.only_format + "\"";
+  if (!format_for(k).empty()) keys["format"] = "\"" + format_for(k) + "\"";
   keys[k.key] = s.toml;
   std::string text = "[[dataset]]\n";
   for (const auto& [key, value] : keys) text += key + " = " + value + "\n";
@@ -115,7 +124,7 @@ std::vector<std::string> flags_with(const ConfigKey& k) {
   std::map<std::string, std::string> flags;
   if (k.section == Section::dataset) {
     flags = {{"--name", "ds"}, {"--backend", "/b"}};
-    if (!k.only_format.empty()) flags["--format"] = k.only_format;
+    if (!format_for(k).empty()) flags["--format"] = format_for(k);
   }
   flags[long_flag(k)] = s.flag;
   std::vector<std::string> args;
@@ -280,6 +289,36 @@ TEST(ConfigKeys, TomlTypesAreNotConverted) {
   ASSERT_TRUE(n.is_ok()) << n.status().message();
   EXPECT_EQ(n->entry_timeout_s, 5.0);
   EXPECT_EQ(n->attr_timeout_s, 2.5);
+}
+
+TEST(ConfigKeys, AFormatsOptionsAreRefusedForTheOthers) {
+  for (const provenance::DatasetFormat* f : provenance::dataset_formats())
+    for (std::string_view key : f->options())
+      EXPECT_TRUE(find_config_key(Section::dataset, std::string(key))) << f->name() << " reads no key '" << key << "'";
+  // Written in a file: refused even at its default value.
+  auto t = parse_config("[[dataset]]\nname = \"a\"\nbackend = \"/b\"\nlmdb_spot_checks = 32\n", "x");
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_NE(
+      t.status().message().find("key 'dataset[0].lmdb_spot_checks' applies to format 'lmdb' only, not to 'files'"),
+      std::string::npos)
+      << t.status().message();
+  // Made in code or by flags: refused once away from its default.
+  DaemonConfig c;
+  c.mountpoint = "/mnt";
+  c.datasets.push_back({"a", "/b", {}, {}});
+  c.datasets[0].format.format = "fixed";
+  c.datasets[0].format.record_size = 10;
+  c.datasets[0].format.group_by = provenance::GroupRule::first_dot;
+  EXPECT_NE(validate_config(c).message().find("dataset 'a': group_by applies to formats 'files' and 'tar' only, not to "
+                                              "'fixed'"),
+            std::string::npos)
+      << validate_config(c).message();
+  c.datasets[0].format.format = "tar";
+  EXPECT_NE(validate_config(c).message().find("record_size applies to format 'fixed' only, not to 'tar'"),
+            std::string::npos)
+      << validate_config(c).message();
+  c.datasets[0].format.record_size = 0;
+  EXPECT_TRUE(validate_config(c).is_ok()) << validate_config(c).message();
 }
 
 TEST(ConfigKeys, ZeroBackendRequestsMeansNoBound) {

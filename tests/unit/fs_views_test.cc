@@ -44,7 +44,7 @@ class FsViewsTest : public ViewsFixture, public ::testing::WithParamInterface<Ki
     ASSERT_GT(g_.samples.size(), 20u);
     ids_ = ids_by_member(g_);
   }
-  void open_plan(uint64_t seed = kSeed, const std::string& remainder = "pad", uint64_t budget = ~0ull,
+  void open_plan(uint64_t seed = kSeed, plan::Remainder remainder = plan::Remainder::pad, uint64_t budget = ~0ull,
                  bool load = false) {
     PlanConfig p;
     p.seed = seed;
@@ -97,7 +97,7 @@ TEST_P(FsViewsTest, EveryRegisteredFormatIsCoveredAndListedPerRank) {
 // bytes, read in odd-sized requests; resident or not, the bytes are the same.
 TEST_P(FsViewsTest, TarStreamsHoldEachRanksPlannedSamplesInOrder) {
   for (bool load : {false, true}) {
-    open_plan(kSeed, "pad", load ? ~0ull : 0, load);
+    open_plan(kSeed, plan::Remainder::pad, load ? ~0ull : 0, load);
     for (uint64_t e : {0u, 1u}) {
       for (uint32_t w : {1u, 3u}) {
         for (uint32_t r = 0; r < w; ++r) {
@@ -135,7 +135,7 @@ TEST_P(FsViewsTest, RanksPartitionTheEpochUnderPadAndDrop) {
   uint32_t w = 4;
   while (n() % w == 0) ++w;
   for (const std::string rem : {"pad", "drop"}) {
-    open_plan(kSeed, rem);
+    open_plan(kSeed, *enum_named<plan::Remainder>(rem));
     std::vector<std::vector<uint64_t>> ranks;
     for (uint32_t r = 0; r < w; ++r) ranks.push_back(ids_of(read_tar(2, w, r, 1 << 20)));
     const uint64_t per_rank = rem == "pad" ? (n() + w - 1) / w : n() / w;
@@ -185,7 +185,7 @@ TEST_P(FsViewsTest, BinIsTheRanksRecordsBackToBack) {
 // framed as a TFRecord record; the test's own parser checks every CRC.
 TEST_P(FsViewsTest, TfrecordViewIsTheRanksRecordsAsValidTfrecord) {
   for (bool load : {false, true}) {
-    open_plan(kSeed, "pad", load ? ~0ull : 0, load);
+    open_plan(kSeed, plan::Remainder::pad, load ? ~0ull : 0, load);
     if (GetParam() != Kind::tfrecord) {
       EXPECT_EQ(resolve(view_path(1, 1, 0, ".tfrecord")).status().err(), ENOENT);
       return;

@@ -265,7 +265,7 @@ TEST_F(LmdbLayoutTest, DamagedSidecarAndDatabaseGiveClearErrors) {
 FormatOptions lmdb_format(uint32_t spot_leaves = 32) {
   FormatOptions o;
   o.format = "lmdb";
-  o.lmdb_spot_leaves = spot_leaves;
+  o.lmdb_spot_checks = spot_leaves;
   return o;
 }
 

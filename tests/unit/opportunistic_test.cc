@@ -28,7 +28,7 @@ class OpportunisticTest : public ViewsFixture {
   void open_opportunistic(uint64_t window, bool readahead, uint64_t budget = ~0ull, bool load = false) {
     PlanConfig p;
     p.seed = kSeed;
-    p.order = "opportunistic";
+    p.order = plan::Order::opportunistic;
     p.opportunistic_window = window;
     p.readahead = readahead;
     p.round_chunk = 16 << 20;  // one chunk: a small budget cannot mean rounds

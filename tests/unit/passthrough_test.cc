@@ -212,9 +212,9 @@ class PassthroughNamespaceTest : public ::dlfs::test::TempDirTest {
       std::ofstream(root_ + "/f" + std::to_string(i), std::ios::binary) << std::string(100000, char('a' + i));
     }
     std::ofstream(root_ + "/empty", std::ios::binary);
-    open_dataset("on");
+    open_dataset(Toggle::on);
   }
-  void open_dataset(const std::string& passthrough) {
+  void open_dataset(Toggle passthrough) {
     DatasetConfig dc;
     dc.name = "ds";
     dc.backend = root_;
@@ -274,13 +274,13 @@ TEST_F(PassthroughNamespaceTest, RawFilesNotInMemoryGoToTheBackendOnlyWhileLoadi
 }
 
 TEST_F(PassthroughNamespaceTest, OffMeansNoFileIsPassedThrough) {
-  open_dataset("off");
+  open_dataset(Toggle::off);
   EXPECT_FALSE(datasets_[0]->passthrough());
   EXPECT_TRUE(datasets_[0]->loading());
   EXPECT_FALSE(raw_->loading_with_passthrough()) << "no window: the first OPEN can be answered ENOSYS";
   EXPECT_FALSE(raw_->wants_passthrough(ino("f3")));
   // auto: this test's directory is on a local file system.
-  open_dataset("auto");
+  open_dataset(Toggle::automatic);
   EXPECT_TRUE(datasets_[0]->passthrough()) << datasets_[0]->backend_fs();
 }
 

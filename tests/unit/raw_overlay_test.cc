@@ -26,7 +26,7 @@ TEST(RawOverlay, SeparatorsAndBackslashesInPathsAreEscaped) {
 
 TEST(RawOverlay, OffMountsNothingAndSaysWhy) {
   std::atomic<bool> asked{false};
-  RawOverlays o("off");
+  RawOverlays o(AutoOff::off);
   o.request("/nonexistent/ds/raw", [&] { return asked = true; });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   o.shutdown();
@@ -40,12 +40,12 @@ TEST(RawOverlay, OffMountsNothingAndSaysWhy) {
 }
 
 TEST(RawOverlay, TheDaemonsReasonForOffIsKept) {
-  RawOverlays o("off", "allow_other is off");
+  RawOverlays o(AutoOff::off, "allow_other is off");
   EXPECT_EQ(o.stats()["reason"], "allow_other is off");
 }
 
 TEST(RawOverlay, AutoIsOffWhenNotRoot) {
-  RawOverlays o("auto");
+  RawOverlays o(AutoOff::automatic);
   if (::geteuid() == 0) {
     EXPECT_EQ(o.stats()["mode"], "auto");
     EXPECT_TRUE(o.stats()["reason"].is_null());
@@ -59,7 +59,7 @@ TEST(RawOverlay, AutoIsOffWhenNotRoot) {
 // leaves nothing mounted; only root gets as far as trying.
 TEST(RawOverlay, AFailedMountIsCountedWithItsReason) {
   if (::geteuid() != 0) GTEST_SKIP() << "only root tries to mount";
-  RawOverlays o("auto");
+  RawOverlays o(AutoOff::automatic);
   o.request("/nonexistent-dlfs-test/ds/raw");
   for (int i = 0; i < 200 && o.stats()["failures"] == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   const auto s = o.stats();
@@ -75,7 +75,7 @@ TEST(RawOverlay, AFailedMountIsCountedWithItsReason) {
 // A request waits for its dataset (ready()): nothing is tried before.
 TEST(RawOverlay, AMountWaitsUntilItsDatasetIsReady) {
   if (::geteuid() != 0) GTEST_SKIP() << "only root tries to mount";
-  RawOverlays o("auto");
+  RawOverlays o(AutoOff::automatic);
   std::atomic<bool> loaded{false};
   o.request("/nonexistent-dlfs-test/ds/raw", [&] { return loaded.load(); });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -90,7 +90,7 @@ TEST(RawOverlay, AMountWaitsUntilItsDatasetIsReady) {
 // A shutdown does not wait for a dataset that never becomes ready.
 TEST(RawOverlay, ShutdownDoesNotWaitForADatasetStillLoading) {
   if (::geteuid() != 0) GTEST_SKIP() << "only root queues mounts";
-  RawOverlays o("auto");
+  RawOverlays o(AutoOff::automatic);
   std::atomic<int> asked{0};
   o.request("/nonexistent-dlfs-test/ds/raw", [&] { return ++asked, false; });
   for (int i = 0; i < 200 && asked == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -105,7 +105,7 @@ TEST(RawOverlay, ShutdownDoesNotWaitForADatasetStillLoading) {
 // After shutdown nothing more is mounted, nor even looked at.
 TEST(RawOverlay, RequestsAfterShutdownAreIgnored) {
   if (::geteuid() != 0) GTEST_SKIP() << "only root queues mounts";
-  RawOverlays o("auto");
+  RawOverlays o(AutoOff::automatic);
   o.shutdown();
   std::atomic<bool> asked{false};
   o.request("/nonexistent-dlfs-test/ds/raw", [&] { return asked = true; });
@@ -118,7 +118,7 @@ TEST(RawOverlay, RequestsAfterShutdownAreIgnored) {
 // Datasets load side by side: one still loading does not hold another's overlay.
 TEST(RawOverlay, AReadyDatasetDoesNotWaitForAnEarlierOne) {
   if (::geteuid() != 0) GTEST_SKIP() << "only root tries to mount";
-  RawOverlays o("auto");
+  RawOverlays o(AutoOff::automatic);
   o.request("/nonexistent-dlfs-test/first/raw", [] { return false; });
   o.request("/nonexistent-dlfs-test/second/raw");
   for (int i = 0; i < 200 && o.stats()["failures"] == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -115,7 +115,7 @@ class TarShardsTest : public ViewsFixture {
     }
     tmp_.write_file("data/README.txt", "not a shard");
     g_.format.format = "tar";
-    g_.format.group_by = "first-dot";
+    g_.format.group_by = GroupRule::first_dot;
   }
   void add(const std::string& shard, std::string name, std::string bytes) {
     const std::string key(group_key(name, GroupRule::first_dot));
@@ -261,7 +261,7 @@ TEST_F(TarShardScanTest, RefusesUnsafeNamesAndBadPax) {
 }
 
 TEST_F(TarShardsTest, NeedsAGroupRule) {
-  g_.format.group_by = "none";
+  g_.format.group_by = GroupRule::none;
   DatasetConfig dc;
   dc.name = "t";
   dc.backend = tmp_.file("data");

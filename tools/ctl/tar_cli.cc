@@ -45,7 +45,7 @@ nlohmann::json scan_one(const std::string& root, const std::string& rel, uint64_
 }
 
 int run_show(const std::string& dir, const std::string& group_by, bool json_out) {
-  auto rule = pv::parse_group_rule(group_by);
+  const auto rule = enum_named<pv::GroupRule>(group_by);
   if (!rule || *rule == pv::GroupRule::none) {
     std::fprintf(stderr, "dlfs-ctl tar show: --group-by must be first-dot or last-dot\n");
     return kUsage;
