@@ -67,7 +67,11 @@ struct ControlChannel::Conn {
   bool client = false;
   bool connecting = false;  // a non-blocking connect under way
   bool greeted = false;     // the other side's greeting arrived
-  std::string in;           // bytes read, not yet a whole frame
+  // Bytes read, not yet a whole frame. Its capacity is what the budget
+  // counts (kMaxBufferedBytes): it grows as bytes arrive, at most to twice
+  // what arrived and never beyond the frame announced (take()).
+  std::string in;
+  std::chrono::steady_clock::time_point unfinished_since;  // when `in` last became non-empty
   std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point last_frame = since;  // the last whole frame it delivered
   std::function<void(const std::string& why)> on_failure;
@@ -75,6 +79,23 @@ struct ControlChannel::Conn {
   std::atomic<bool> dropped{false};  // its endpoint is gone: close
   std::mutex out_mu;
   std::string out;  // bytes to write (the greeting first)
+
+  // Appends bytes read to `in`, growing it by doubling but never past the
+  // end of the frame being read, once its header says how long it is.
+  void take(const char* bytes, size_t n) {
+    const size_t need = in.size() + n;
+    if (need > in.capacity()) {
+      size_t frame_end = need;  // unknown length: no more than needed
+      const size_t head = greeted ? 0 : kGreetingBytes;
+      if (in.size() >= head + kFrameHeader) {
+        uint32_t len = 0;
+        for (int i = 0; i < 4; ++i) len |= static_cast<uint32_t>(static_cast<uint8_t>(in[head + i])) << (8 * i);
+        frame_end = head + kFrameHeader + len;
+      }
+      in.reserve(std::max(need, std::min(2 * in.capacity(), frame_end)));
+    }
+    in.append(bytes, n);
+  }
 
   // Queues a frame; false if the connection is broken or too far behind.
   bool queue(const std::string& payload, uint8_t flags) {
@@ -277,6 +298,7 @@ void ControlChannel::deliver(const std::shared_ptr<Conn>& c) {
         return fail(*c, "not a DLFS control connection (wrong greeting)");
       c->greeted = true;
       c->in.erase(0, kGreetingBytes);
+      c->unfinished_since = std::chrono::steady_clock::now();  // what follows starts the first frame
       continue;
     }
     if (c->in.size() < kFrameHeader) return;
@@ -291,6 +313,7 @@ void ControlChannel::deliver(const std::shared_ptr<Conn>& c) {
     m.bytes = c->in.substr(kFrameHeader, n);
     c->in.erase(0, kFrameHeader + n);
     c->last_frame = std::chrono::steady_clock::now();
+    c->unfinished_since = c->last_frame;  // the next frame's bytes, if any, start its clock
     m.from = c->peer;
     if (flags & kWantReply) {
       std::weak_ptr<Conn> weak = c;
@@ -310,7 +333,7 @@ void ControlChannel::deliver(const std::shared_ptr<Conn>& c) {
   }
 }
 
-std::string ControlChannel::serve(Conn& c, short revents) {
+std::string ControlChannel::serve(Conn& c, short revents, size_t& room) {
   if (c.connecting) {
     if (!(revents & (POLLOUT | POLLERR | POLLHUP))) return {};
     int err = 0;
@@ -322,13 +345,16 @@ std::string ControlChannel::serve(Conn& c, short revents) {
   std::string why;
   if (revents & (POLLIN | POLLHUP | POLLERR)) {
     // At most one greeting and one largest frame buffered: deliver() consumes
-    // them, the rest waits in the kernel for the next round.
+    // them, the rest waits in the kernel for the next round (or until the
+    // budget across connections has room again).
     const size_t limit = kGreetingBytes + kFrameHeader + kMaxFrameBytes;
     char buf[65536];
-    while (c.in.size() < limit) {
-      ssize_t r = ::recv(c.fd, buf, std::min(sizeof buf, limit - c.in.size()), 0);
+    while (c.in.size() < limit && room > 0) {
+      ssize_t r = ::recv(c.fd, buf, std::min({sizeof buf, limit - c.in.size(), room}), 0);
       if (r > 0) {
-        c.in.append(buf, static_cast<size_t>(r));
+        if (c.in.empty()) c.unfinished_since = std::chrono::steady_clock::now();
+        c.take(buf, static_cast<size_t>(r));
+        room -= static_cast<size_t>(r);
         continue;
       }
       if (r == 0) why = "closed by the other side";
@@ -354,6 +380,30 @@ std::string ControlChannel::serve(Conn& c, short revents) {
   return why;
 }
 
+void ControlChannel::expire_unfinished(std::chrono::steady_clock::time_point now) {
+  for (auto& c : conns_) {
+    if (c->fd < 0) continue;
+    if (!c->client && !c->greeted && now - c->since > kGreetTimeout)
+      fail(*c, "no greeting within " + std::to_string(kGreetTimeout.count()) + " s");
+    else if (c->greeted && !c->in.empty() && now - c->unfinished_since > kFrameTimeout)
+      fail(*c, "a frame unfinished after " + std::to_string(kFrameTimeout.count()) + " s (" +
+                   std::to_string(c->in.size()) + " bytes of it arrived)");
+  }
+}
+
+size_t ControlChannel::close_largest_holder() {
+  std::lock_guard lk(mu_);
+  std::shared_ptr<Conn> largest;
+  for (const auto& c : conns_)
+    if (c->fd >= 0 && (!largest || c->in.capacity() > largest->in.capacity())) largest = c;
+  if (!largest || largest->in.empty()) return 0;
+  const size_t freed = largest->in.capacity();
+  fail(*largest, "holds " + std::to_string(freed) + " bytes of unfinished frames when all connections together may hold " +
+                     std::to_string(kMaxBufferedBytes) + ": the largest holder is closed");
+  std::string().swap(largest->in);
+  return freed;
+}
+
 void ControlChannel::loop() {
   std::vector<pollfd> fds;
   std::vector<std::shared_ptr<Conn>> polled;
@@ -363,20 +413,20 @@ void ControlChannel::loop() {
     fds.push_back({wake_fd_, POLLIN, 0});
     if (listen_fd_ >= 0) fds.push_back({listen_fd_, POLLIN, 0});
     const size_t first = fds.size();
+    size_t buffered = 0;  // unfinished frames, all connections
     {
       std::lock_guard lk(mu_);
-      const auto now = std::chrono::steady_clock::now();
       for (auto& c : conns_) {
         if (c->dropped.load() && c->fd >= 0) {
           ::close(c->fd);
           c->fd = -1;
           c->failed.store(true);
         }
-        if (!c->client && !c->greeted && c->fd >= 0 && now - c->since > kGreetTimeout)
-          fail(*c, "no greeting within " + std::to_string(kGreetTimeout.count()) + " s");
       }
+      expire_unfinished(std::chrono::steady_clock::now());
       std::erase_if(conns_, [](const auto& c) { return c->fd < 0; });
       for (auto& c : conns_) {
+        buffered += c->in.capacity();
         short events = POLLIN;
         if (c->connecting) {
           events = POLLOUT;
@@ -403,11 +453,17 @@ void ControlChannel::loop() {
     }
     if (listen_fd_ >= 0 && (fds[1].revents & POLLIN)) accept_all();
     for (size_t i = 0; i < polled.size(); ++i) {
+      Conn& c = *polled[i];
       const short revents = fds[first + i].revents;
-      if (revents == 0 || polled[i]->fd < 0) continue;
-      const std::string why = serve(*polled[i], revents);
+      if (revents == 0 || c.fd < 0) continue;
+      const size_t before = c.in.capacity();
+      size_t room = kMaxBufferedBytes - std::min(buffered, kMaxBufferedBytes);
+      const std::string why = serve(c, revents, room);
       deliver(polled[i]);  // what arrived before a close still counts
-      if (!why.empty() && polled[i]->fd >= 0) fail(*polled[i], why);
+      if (c.in.empty() && c.in.capacity() > (size_t{64} << 10)) std::string().swap(c.in);  // a large frame's memory
+      buffered = buffered - before + c.in.capacity();
+      if (!why.empty() && c.fd >= 0) fail(c, why);
+      if (buffered >= kMaxBufferedBytes) buffered -= close_largest_holder();
     }
   }
 }

@@ -12,11 +12,15 @@
 // On the wire: each side first sends an 8-byte greeting ("DLFSCTL1"), then
 // frames: a 4-byte little-endian length, one flag byte (1: the sender wants
 // replies), the payload (at most kMaxFrameBytes). A connection that greets
-// wrongly, announces a larger frame, or has not greeted within kGreetTimeout
-// is closed; at most kMaxAccepted accepted connections are kept (beyond, the
-// one silent for longest is closed). So garbage or a half-open connection
-// costs a file descriptor for a few seconds, and nothing else; no read or
-// write ever blocks the thread.
+// wrongly, announces a larger frame, has not greeted within kGreetTimeout,
+// or leaves a frame unfinished for kFrameTimeout is closed; at most
+// kMaxAccepted accepted connections are kept (beyond, the one silent for
+// longest is closed). Bytes of unfinished frames are buffered as they arrive
+// (never reserved from an announced length), and all connections together
+// buffer at most kMaxBufferedBytes: beyond, the connection holding the most
+// is closed. So garbage or a half-open connection costs a file descriptor
+// and at most a share of kMaxBufferedBytes for a few seconds, and nothing
+// else; no read or write ever blocks the thread.
 //
 // One thread (the channel's) accepts, connects, reads, writes and runs the
 // message handler: the handler must not block, and may send (sends queue).
@@ -42,7 +46,9 @@ class ControlChannel {
  public:
   static constexpr size_t kMaxFrameBytes = size_t{4} << 20;
   static constexpr std::chrono::seconds kGreetTimeout{5};
+  static constexpr std::chrono::seconds kFrameTimeout{5};  // from a frame's first byte to its last
   static constexpr size_t kMaxAccepted = 512;
+  static constexpr size_t kMaxBufferedBytes = size_t{64} << 20;  // unfinished frames, all connections
 
   // Listens on options.listen_host:options.port when options.listen. Errors
   // name the address.
@@ -65,7 +71,13 @@ class ControlChannel {
   void wake() const;
   void add(std::shared_ptr<Conn> c);
   void accept_all();
-  std::string serve(Conn& c, short revents);  // reads and writes what it can; why it broke, or ""
+  // Reads (at most `room` bytes, which it lowers) and writes what it can;
+  // why it broke, or "".
+  std::string serve(Conn& c, short revents, size_t& room);
+  // Closes connections with frames unfinished for too long.
+  void expire_unfinished(std::chrono::steady_clock::time_point now);  // with mu_ held
+  // Closes the connection that buffers the most; returns the bytes freed.
+  size_t close_largest_holder();
   void deliver(const std::shared_ptr<Conn>& c);
   void fail(Conn& c, const std::string& why);  // closes; the client's on_failure once
 

@@ -19,7 +19,9 @@ Result<std::string> load_job_token(const DaemonConfig& c) {
     return Status(EINVAL, "cluster: set token or token_file, not both");
   if (c.token_file.empty()) return c.token;
   const std::string what = "job token file '" + c.token_file + "'";
-  int fd = ::open(c.token_file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // O_NONBLOCK: opening a FIFO (or a device) for reading would wait for a
+  // writer, forever and silently; it is refused below as not a regular file.
+  int fd = ::open(c.token_file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return Status::from_errno(errno, what);
   struct stat st {};
   ::fstat(fd, &st);

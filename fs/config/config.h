@@ -144,7 +144,8 @@ struct DaemonConfig {
 };
 
 // The job token: inline, or read from token_file, which must be a regular
-// file that only its owner can read (errors say what to chmod). "" if neither.
+// file (not a link, FIFO or device: never waited on), owned by the daemon's
+// user, that only its owner can read (errors say what to chmod). "" if neither.
 Result<std::string> load_job_token(const DaemonConfig& config);
 
 // memory_budget resolved against physical memory ("50%" -> bytes).

@@ -14,8 +14,10 @@ constexpr std::string_view kStatsName = "stats";
 constexpr std::string_view kRawName = "raw";
 constexpr std::string_view kEpochsName = "epochs";
 
-// Read-only: drop the write bits of whatever the backend says.
-uint32_t ro(uint32_t perms) { return perms & 07555; }
+// Read-only, and no special bits: the write bits go, and so do setuid,
+// setgid and sticky (the mount is nosuid, but `cp -a` out of raw/ by root
+// would otherwise make a setuid-root copy of a backend file).
+uint32_t ro(uint32_t perms) { return perms & 0555; }
 
 Status not_found() { return Status(ENOENT, "no such entry"); }
 

@@ -12,6 +12,12 @@
       few bytes of a header, and never finish; prints "holding N" once they
       are open, and keeps them until FILE exists (or S seconds passed), then
       closes them. Exits 0.
+  port_abuse.py partial HOST PORT --count N --until FILE [--frame-bytes B]
+      opens N connections that greet as a DLFS daemon would ("DLFSCTL1"),
+      announce a frame of B bytes (default 4 MiB, the largest allowed) and
+      send all of it but its last byte (what the port takes within 20 s);
+      prints "holding N, sent X bytes"; once FILE exists (or S seconds
+      passed) prints "closed by the daemon K of N" and closes the rest.
 
 Only ever aimed at an address on this machine (the scenario's daemons).
 Every loop is bounded in count and time.
@@ -93,9 +99,61 @@ def hold(host, port, count, until, max_seconds):
     return 0
 
 
+def closed_by_peer(s):
+    """Whether the other side has closed or reset `s` (what it sent, such as
+    its greeting, is read and dropped on the way)."""
+    while True:
+        try:
+            if s.recv(65536, socket.MSG_DONTWAIT) == b"":
+                return True
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+
+
+def partial(host, port, count, until, max_seconds, frame_bytes):
+    body = bytes(frame_bytes - 1)
+    head = b"DLFSCTL1" + struct.pack("<IB", frame_bytes, 0)
+    socks, pending, sent = [], [], 0
+    for _ in range(count):
+        s = connect(host, port)
+        s.setblocking(False)
+        socks.append(s)
+        pending.append(memoryview(head + body))
+    # Round robin, never blocking: the daemon stops reading when its budget is spent.
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(len(p) for p in pending):
+        progress = False
+        for i, s in enumerate(socks):
+            if not len(pending[i]):
+                continue
+            try:
+                n = s.send(pending[i][:1 << 20])
+            except BlockingIOError:
+                continue
+            except OSError:
+                pending[i] = memoryview(b"")  # closed by the daemon
+                continue
+            pending[i] = pending[i][n:]
+            sent += n
+            progress = True
+        if not progress:
+            time.sleep(0.01)
+    print(f"holding {len(socks)}, sent {sent} bytes", flush=True)
+    deadline = time.monotonic() + max_seconds
+    while not os.path.exists(until) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    closed = sum(1 for s in socks if closed_by_peer(s))
+    print(f"closed by the daemon {closed} of {len(socks)}", flush=True)
+    for s in socks:
+        s.close()
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["garbage", "hold"])
+    ap.add_argument("mode", choices=["garbage", "hold", "partial"])
     ap.add_argument("host")
     ap.add_argument("port", type=int)
     ap.add_argument("--rounds", type=int, default=5)
@@ -103,6 +161,7 @@ def main():
     ap.add_argument("--count", type=int, default=8)
     ap.add_argument("--until", default="")
     ap.add_argument("--max-seconds", type=float, default=120)
+    ap.add_argument("--frame-bytes", type=int, default=4 << 20)
     a = ap.parse_args()
     if not a.host.startswith("127.") and a.host not in ("localhost", "::1") and not a.host.startswith("10.213.0."):
         print("port_abuse.py: only the scenario's own addresses", file=sys.stderr)
@@ -110,7 +169,9 @@ def main():
     if a.mode == "garbage":
         return send_garbage(a.host, a.port, a.rounds, a.seed)
     if not a.until:
-        ap.error("hold needs --until FILE")
+        ap.error(f"{a.mode} needs --until FILE")
+    if a.mode == "partial":
+        return partial(a.host, a.port, a.count, a.until, a.max_seconds, a.frame_bytes)
     return hold(a.host, a.port, a.count, a.until, a.max_seconds)
 
 

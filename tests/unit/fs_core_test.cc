@@ -155,6 +155,20 @@ TEST_F(FsCoreTest, LookupAndAttributesMatchBackend) {
   EXPECT_TRUE(resolve(*ns, ".dlfs/stats").is_ok());
 }
 
+// Special bits never reach raw/: a setuid, setgid file and a sticky
+// directory show their read and execute bits only.
+TEST_F(FsCoreTest, SetuidSetgidAndStickyBitsAreCleared) {
+  ASSERT_EQ(::chmod((root_ + "/top.bin").c_str(), 06755), 0);
+  ASSERT_EQ(::chmod((root_ + "/a").c_str(), 01777), 0);
+  auto ns = make(~0ull, false);
+  auto file = resolve(*ns, "ds/raw/top.bin");
+  ASSERT_TRUE(file.is_ok()) << file.status().message();
+  EXPECT_EQ(file->mode & 07777, 0555u);
+  auto dir = resolve(*ns, "ds/raw/a");
+  ASSERT_TRUE(dir.is_ok()) << dir.status().message();
+  EXPECT_EQ(dir->mode & 07777, 0555u);
+}
+
 TEST_F(FsCoreTest, InodeNumbersAreStableAcrossInstances) {
   auto ns1 = make(~0ull, false);
   auto a1 = resolve(*ns1, "ds/raw/many/f1030");
