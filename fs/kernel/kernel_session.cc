@@ -75,7 +75,8 @@ KernelSession::~KernelSession() {
   if (session_.load()) unmount();
 }
 
-Status KernelSession::mount() {
+// The session, with its signal handlers; null (and logged by libfuse) on failure.
+fuse_session* KernelSession::new_session(Status* why) {
   // fsname and subtype make the mount table say "dlfs ... fuse.dlfs": how a
   // restarted daemon recognises a mount its dead predecessor left (mountinfo.h).
   const std::string name(kMountName);
@@ -85,17 +86,14 @@ Status KernelSession::mount() {
   std::vector<char*> argv;
   for (auto& s : argv_store) argv.push_back(s.data());
   fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
-
-  // Before the session exists: an exit() from another thread signals this one.
-  struct sigaction sa {};
-  sa.sa_handler = wake_handler;
-  ::sigaction(SIGUSR1, &sa, nullptr);
-  loop_thread_ = ::pthread_self();
   const fuse_lowlevel_ops& ops = fuse_operations();
   // The userdata is a WireUser*: the wire hooks get it too (fuse_wire.h).
   fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), static_cast<WireUser*>(&state_));
   fuse_opt_free_args(&args);
-  if (!se) return Status(EIO, "cannot create the FUSE session (see the message above)");
+  if (!se) {
+    *why = Status(EIO, "cannot create the FUSE session (see the message above)");
+    return nullptr;
+  }
   // A shell starts background jobs with SIGINT ignored, and libfuse only
   // installs its handlers over default dispositions: restore them so that
   // SIGTERM and SIGINT always mean "unmount and exit".
@@ -103,8 +101,21 @@ Status KernelSession::mount() {
   ::signal(SIGTERM, SIG_DFL);
   if (fuse_set_signal_handlers(se) != 0) {
     fuse_session_destroy(se);
-    return Status(EIO, "cannot install signal handlers");
+    *why = Status(EIO, "cannot install signal handlers");
+    return nullptr;
   }
+  return se;
+}
+
+Status KernelSession::mount() {
+  // Before the session exists: an exit() from another thread signals this one.
+  struct sigaction sa {};
+  sa.sa_handler = wake_handler;
+  ::sigaction(SIGUSR1, &sa, nullptr);
+  loop_thread_ = ::pthread_self();
+  Status why;
+  fuse_session* se = new_session(&why);
+  if (!se) return why;
   session_.store(se, std::memory_order_release);
   state_.push.set_session(se);
 
@@ -119,20 +130,7 @@ Status KernelSession::mount() {
     return Status(EIO, "cannot mount at '" + config_.mountpoint +
                            "' (is /dev/fuse available and fusermount3 installed?)");
   }
-  if ((config_.passthrough != Toggle::off || uring) && use_wire_io()) {
-    WireState& w = state_.wire;
-    if (config_.passthrough != Toggle::off) {
-      state_.passthrough.set_registrar(kernel_registrar(fuse_session_fd(se)));
-      w.passthrough.wanted = true;
-    }
-    if (uring) {
-      w.uring.on_negotiated = [this] { start_uring(); };
-      w.uring.wanted = true;
-      // A push waits for pages a READ may be bringing in; that READ needs a
-      // free entry on its CPU's queue, so at most half of one queue pushes.
-      state_.push.limit_slots(uring_threads_per_queue(config_.fuse_threads) / 2);
-    }
-  }
+  if ((config_.passthrough != Toggle::off || uring) && use_wire_io()) wire_up(uring);
   // Raise the kernel's readahead window once INIT is done (needs the loop
   // running to answer the stat, hence a thread).
   tune_ = std::thread([this] {
@@ -140,6 +138,22 @@ Status KernelSession::mount() {
     if (!s) spdlog::warn("reads stay at the kernel's default request size (128 KiB): {}", s.message());
   });
   return Status::ok();
+}
+
+// What the wire hooks are to ask for at INIT, and what follows from it.
+void KernelSession::wire_up(bool uring) {
+  WireState& w = state_.wire;
+  if (config_.passthrough != Toggle::off) {
+    state_.passthrough.set_registrar(kernel_registrar(fuse_session_fd(session_.load())));
+    w.passthrough.wanted = true;
+  }
+  if (uring) {
+    w.uring.on_negotiated = [this] { start_uring(); };
+    w.uring.wanted = true;
+    // A push waits for pages a READ may be bringing in; that READ needs a
+    // free entry on its CPU's queue, so at most half of one queue pushes.
+    state_.push.limit_slots(uring_threads_per_queue(config_.fuse_threads) / 2);
+  }
 }
 
 // Before the loop reads INIT: the session reads requests and writes replies

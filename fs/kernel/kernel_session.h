@@ -76,9 +76,11 @@ class KernelSession {
   nlohmann::json stats() const;
 
  private:
+  fuse_session* new_session(Status* why);
   // The session's custom I/O (the wire hooks) for passthrough and/or FUSE
   // over io_uring; false if libfuse refused it (neither is used then).
   bool use_wire_io();
+  void wire_up(bool uring);
   // Whether to ask for FUSE over io_uring (config, module parameter, a probe).
   bool want_uring() const;
   // On the thread that wrote the INIT reply, right after the kernel took it.
