@@ -17,7 +17,10 @@ CHECK_JSON="$(dirname "$0")/check_ctl_json.py"
 ctl status --json | "$PYTHON" "$CHECK_JSON" status --name ds
 cat "$WORK/mnt/ds/raw/$(cd "$WORK/data" && find . -type f -print -quit)" >/dev/null
 ctl stats --json | "$PYTHON" "$CHECK_JSON" stats --samples 300
-ctl stats >/dev/null
+ctl stats >"$WORK/stats.txt"
+# One row per surface (raw, epochs), none for what is about them (the view ids).
+grep -Eq '^ds +raw ' "$WORK/stats.txt" || { cat "$WORK/stats.txt"; fail "dlfs-ctl stats shows no raw/ row"; }
+grep -Eq '^ds +ids ' "$WORK/stats.txt" && { cat "$WORK/stats.txt"; fail "dlfs-ctl stats shows the view ids as a view"; }
 
 ctl verify | tee "$WORK/verify.txt"
 grep -qi "ok" "$WORK/verify.txt" || fail "verify did not report ok"

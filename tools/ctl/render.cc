@@ -158,11 +158,13 @@ std::string render_stats(const json& s) {
   for (const auto& d : datasets) {
     json served = d.value("served", json::object());
     json views = d.value("views", json::object());  // items() must not outlive it
-    for (const auto& [view, c] : views.items())
+    for (const auto& [view, c] : views.items()) {
+      if (!c.contains("requests")) continue;  // not a surface but about one ("ids": the view numbers)
       rows.push_back({get<std::string>(d, "name", "?"), view, std::to_string(get<uint64_t>(c, "lookups", 0)),
                       std::to_string(get<uint64_t>(c, "requests", 0)), format_size(get<uint64_t>(c, "bytes", 0)),
                       format_size(get<uint64_t>(served, "bytes_from_memory", 0)),
                       format_size(get<uint64_t>(served, "bytes_from_backend", 0))});
+    }
   }
   out << table(rows);
   return out.str();
