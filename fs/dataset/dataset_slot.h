@@ -9,7 +9,7 @@
 //  - wait(): blocks the calling thread on a condition variable (Namespace
 //    uses it, so that its answers are complete whoever calls it);
 //  - park(): stores a replay to run when the slot leaves scanning/joining.
-//    The FUSE adapter parks requests of a dataset that is not ready instead
+//    The FUSE callbacks (fs/kernel/fuse_ops.cc) park requests of a dataset that is not ready instead
 //    of blocking a worker: however many readers wait, the workers stay free
 //    for /.dlfs/stats and for the datasets that are ready.
 //

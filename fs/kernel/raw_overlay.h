@@ -11,7 +11,7 @@
 // overlay file does goes to the FUSE file below it (lookups, attributes,
 // reads from the same page cache), with the same request counts, except one
 // getxattr per file the overlay looks up (its metacopy check; answered by
-// pushing the file's pages once per kernel inode, fuse_adapter.cc).
+// pushing the file's pages once per kernel inode, fs/kernel/raw_push.h).
 //
 // When: once the dataset is loaded. While it loads, a reader's first open of
 // a file through the overlay would cost one round trip more (the getxattr,

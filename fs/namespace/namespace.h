@@ -7,13 +7,13 @@
 //                             (namespace_views.cc, docs/views.md)
 //
 // Every operation returns a result or an errno-carrying Status; the FUSE
-// adapter (fuse_adapter.cc) only translates to replies. This keeps the logic
+// callbacks (fs/kernel/fuse_ops.cc) only translate to replies. This keeps the logic
 // unit-testable without a mount. Inode numbers come from fs/namespace/inode.h.
 //
 // Datasets come as slots (fs/dataset/dataset_slot.h): the root lists every configured
 // dataset from the start; anything inside one whose scan is not done waits
 // for it (DatasetSlot::wait) and then answers from the complete dataset, or
-// EIO when its scan failed. The FUSE adapter parks such requests instead
+// EIO when its scan failed. The FUSE callbacks park such requests instead
 // (unsettled_slot), so that no worker thread blocks.
 //
 // Thread safety: all methods are const and may run concurrently; datasets are
