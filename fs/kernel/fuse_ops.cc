@@ -335,7 +335,9 @@ void do_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
     // One Gather per worker thread: no allocation per request once warm.
     // Round buffers it points into stay pinned until the reply is sent.
     thread_local cache::Gather gather;
-    ViewDropBehind* drop_behind = ctx(req).drop_behind.load(std::memory_order_acquire);  // req is gone once answered
+    SessionState& c = ctx(req);  // req is gone once answered
+    ViewDropBehind* drop_behind = c.drop_behind.load(std::memory_order_acquire);
+    const auto reader = static_cast<uint32_t>(fuse_req_ctx(req)->pid);
     Status s = ctx(req).ns.read(ino, static_cast<uint64_t>(off), size, gather);
     if (!s) {
       gather.release();
@@ -346,10 +348,9 @@ void do_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
     const size_t served = gather.bytes();
     gather.release();
     // After the reply: the reader is not kept waiting for this bookkeeping.
-    if (drop_behind) {
-      const auto n = decode_ino(ino);
-      if (n && n->kind == NodeKind::view) drop_behind->served(ino, static_cast<uint64_t>(off), served);
-    }
+    const auto n = decode_ino(ino);
+    if (n && n->kind == NodeKind::raw_file) c.readers.note(reader);
+    if (drop_behind && n && n->kind == NodeKind::view) drop_behind->served(ino, static_cast<uint64_t>(off), served);
   });
 }
 
@@ -391,15 +392,16 @@ void do_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) 
 
 // The overlay over raw/ (fs/kernel/raw_overlay.h) asks each raw file it looks up for
 // its "trusted.overlay.metacopy" before the reader opens it: as the isatty()
-// ioctl without the overlay, that round trip is used to push the file's bytes.
-// Once per kernel inode (a FORGET allows the next push, Namespace::forget): a
-// stat() through the overlay also looks the file up, and a metadata walk must
-// not copy every file into the page cache more than once.
+// ioctl without the overlay, that round trip is used to push the file's bytes,
+// once per kernel inode (a FORGET allows the next push). A stat() through the
+// overlay looks the file up too: only threads that read raw files are pushed
+// to (fs/kernel/raw_readers.h), so that a metadata walk moves no file data.
 bool is_overlay_probe(const char* name) { return std::string_view(name) == "trusted.overlay.metacopy"; }
 
 void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   count(req, FuseOp::getxattr);
-  if (is_overlay_probe(name)) ctx(req).push.push(ino);  // nothing for other than raw files
+  if (is_overlay_probe(name) && ctx(req).readers.contains(static_cast<uint32_t>(fuse_req_ctx(req)->pid)))
+    ctx(req).push.push(ino);  // nothing for other than raw files
   if (parked(req, ino, false, [req, ino, n = std::string(name), size] { do_getxattr(req, ino, n.c_str(), size); }))
     return;
   do_getxattr(req, ino, name, size);

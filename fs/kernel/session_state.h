@@ -16,6 +16,7 @@
 #include "fs/kernel/passthrough_window.h"
 #include "fs/kernel/raw_files.h"
 #include "fs/kernel/raw_push.h"
+#include "fs/kernel/raw_readers.h"
 #include "fs/kernel/wire/fuse_wire.h"
 #include "fs/namespace/namespace.h"
 
@@ -47,6 +48,7 @@ struct SessionState : WireUser {
   RawFiles raw;
   PassthroughWindow passthrough;
   RawPush push;
+  RawReaders readers;  // who may be pushed to at the overlay's getxattr
   // Drops view pages from the page cache behind their readers; null once
   // the session loop has ended (no worker reports to it then).
   std::atomic<ViewDropBehind*> drop_behind{nullptr};
