@@ -55,6 +55,8 @@ def main():
     cli.require_root(ap, "drop_caches, and the raw overlay as deployed")
     if a.quick:
         a.count, a.size, a.repeat = 2000, 3 << 10, 1
+    if a.count < 1 or a.size < 1 or a.repeat < 1:
+        ap.error("--count, --size and --repeat must be at least 1")
     dlfsd = cli.built(ap, a.build, "fs/dlfsd")
     ctl = cli.built(ap, a.build, "tools/ctl/dlfs-ctl")
     data = os.path.join(a.workdir, f"files-{a.count}x{a.size}")
