@@ -36,6 +36,13 @@ std::string frame(const std::string& payload, uint8_t flags) {
   return f;
 }
 
+// The payload length a frame header at `at` of `in` announces (little-endian).
+uint32_t frame_length(const std::string& in, size_t at) {
+  uint32_t n = 0;
+  for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(static_cast<uint8_t>(in[at + i])) << (8 * i);
+  return n;
+}
+
 std::string address_text(const sockaddr* sa, socklen_t len) {
   char host[NI_MAXHOST], serv[NI_MAXSERV];
   if (::getnameinfo(sa, len, host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) != 0) return "?";
@@ -88,9 +95,7 @@ struct ControlChannel::Conn {
       size_t frame_end = need;  // unknown length: no more than needed
       const size_t head = greeted ? 0 : kGreetingBytes;
       if (in.size() >= head + kFrameHeader) {
-        uint32_t len = 0;
-        for (int i = 0; i < 4; ++i) len |= static_cast<uint32_t>(static_cast<uint8_t>(in[head + i])) << (8 * i);
-        frame_end = head + kFrameHeader + len;
+        frame_end = head + kFrameHeader + frame_length(in, head);
       }
       in.reserve(std::max(need, std::min(2 * in.capacity(), frame_end)));
     }
@@ -302,8 +307,7 @@ void ControlChannel::deliver(const std::shared_ptr<Conn>& c) {
       continue;
     }
     if (c->in.size() < kFrameHeader) return;
-    uint32_t n = 0;
-    for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(static_cast<uint8_t>(c->in[i])) << (8 * i);
+    const uint32_t n = frame_length(c->in, 0);
     if (n > kMaxFrameBytes)
       return fail(*c, "a frame of " + std::to_string(n) + " bytes (the maximum is " + std::to_string(kMaxFrameBytes) +
                           ")");
