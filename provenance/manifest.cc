@@ -95,6 +95,8 @@ struct ManifestBuilder {
       m.dir_parent_.push_back(d == 0 ? 0 : dir_id(parent_of(e.path)));
       m.dir_mtime_ns_.push_back(e.mtime_ns);
       m.dir_mode_.push_back(e.mode);
+      DLFS_ASSIGN_OR_RETURN(uint16_t owner, owner_index(m, {e.uid, e.gid}));
+      m.dir_owner_.push_back(owner);
     }
     group_by_parent(m.dir_parent_, nd, 1, m.dir_subdirs_begin_, m.dir_subdir_ids_);
 
@@ -125,6 +127,7 @@ struct ManifestBuilder {
     m.file_offset_.reserve(nf + 1);
     m.file_mtime_ns_.reserve(nf);
     m.file_mode_.reserve(nf);
+    m.file_owner_.reserve(nf);
     m.file_inode_.reserve(nf);
     m.file_device_.reserve(nf);
     m.file_offset_.push_back(0);
@@ -147,6 +150,8 @@ struct ManifestBuilder {
         m.file_offset_.push_back(m.file_offset_.back() + e.size);
         m.file_mtime_ns_.push_back(e.mtime_ns);
         m.file_mode_.push_back(e.mode);
+        DLFS_ASSIGN_OR_RETURN(uint16_t owner, owner_index(m, {e.uid, e.gid}));
+        m.file_owner_.push_back(owner);
         m.file_inode_.push_back(e.inode);
         DLFS_RETURN_IF_ERROR(add_device(m, e.device));
       } else if (f.subdir < sub_end) {
@@ -162,6 +167,17 @@ struct ManifestBuilder {
     group_by_parent(m.file_parent_, nd, 0, m.dir_files_begin_, m.dir_file_ids_);
     // Directory 0 (the root) is nobody's child.
     return Status::ok();
+  }
+
+  // Files and directories store an index into the few distinct owners (2
+  // bytes, not 8), found by a search over those few.
+  static Result<uint16_t> owner_index(Manifest& m, Owner o) {
+    auto it = std::find(m.owners_.begin(), m.owners_.end(), o);
+    if (it != m.owners_.end()) return static_cast<uint16_t>(it - m.owners_.begin());
+    if (m.owners_.size() > UINT16_MAX)
+      return Status(EFBIG, "files owned by more than 65536 (user, group) pairs below the root");
+    m.owners_.push_back(o);
+    return static_cast<uint16_t>(m.owners_.size() - 1);
   }
 
   // Files store an index into the few distinct devices (2 bytes, not 8).
@@ -205,6 +221,9 @@ Result<Manifest> Manifest::build(const std::string& root, const FormatOptions& o
   m.file_mtime_ns_.shrink_to_fit();
   m.dir_mtime_ns_.shrink_to_fit();
   m.file_mode_.shrink_to_fit();
+  m.file_owner_.shrink_to_fit();
+  m.dir_owner_.shrink_to_fit();
+  m.owners_.shrink_to_fit();
   m.file_inode_.shrink_to_fit();
   m.file_device_.shrink_to_fit();
   m.file_name_len_.shrink_to_fit();
@@ -302,7 +321,7 @@ Result<uint32_t> Manifest::sample_masked_crc(uint64_t i) const { return samples_
 uint64_t Manifest::memory_bytes() const {
   auto bytes = [](const auto& v) { return static_cast<uint64_t>(v.capacity() * sizeof(v[0])); };
   return names_.capacity() + bytes(file_name_off_) + bytes(file_name_len_) + bytes(file_parent_) +
-         bytes(file_offset_) + bytes(file_mtime_ns_) + bytes(file_mode_) +
+         bytes(file_offset_) + bytes(file_mtime_ns_) + bytes(file_mode_) + bytes(file_owner_) + bytes(dir_owner_) + bytes(owners_) +
          bytes(file_inode_) + bytes(file_device_) + bytes(devices_) +
          bytes(dir_name_off_) + bytes(dir_name_len_) + bytes(dir_parent_) + bytes(dir_mtime_ns_) + bytes(dir_mode_) +
          bytes(dir_files_begin_) + bytes(dir_file_ids_) + bytes(dir_subdirs_begin_) + bytes(dir_subdir_ids_) +

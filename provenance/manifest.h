@@ -93,6 +93,12 @@ std::string describe_change(const FileIdentity& pinned, const struct stat& now);
 
 inline constexpr uint32_t kRootDir = 0;
 
+// A backend file's or directory's owner and group, as scanned.
+struct Owner {
+  uint32_t uid = 0, gid = 0;
+  bool operator==(const Owner&) const = default;
+};
+
 class Manifest {
  public:
   // Scans `root` (a directory) and builds the manifest. Errors name the path
@@ -117,6 +123,7 @@ class Manifest {
   uint64_t file_data_offset(uint32_t f) const { return file_offset_[f]; }
   int64_t file_mtime_ns(uint32_t f) const { return file_mtime_ns_[f]; }
   uint32_t file_mode(uint32_t f) const { return file_mode_[f]; }  // permission bits only
+  Owner file_owner(uint32_t f) const { return owners_[file_owner_[f]]; }
   // The file as scanned (the pin a backend read is checked against).
   FileIdentity file_identity(uint32_t f) const {
     return {file_size(f), file_mtime_ns_[f], file_inode_[f], devices_[file_device_[f]]};
@@ -142,6 +149,7 @@ class Manifest {
   uint32_t dir_parent(uint32_t d) const { return dir_parent_[d]; }  // root's parent is root
   int64_t dir_mtime_ns(uint32_t d) const { return dir_mtime_ns_[d]; }
   uint32_t dir_mode(uint32_t d) const { return dir_mode_[d]; }  // permission bits only
+  Owner dir_owner(uint32_t d) const { return owners_[dir_owner_[d]]; }
   std::span<const uint32_t> dir_files(uint32_t d) const;    // file ids, sorted by name
   std::span<const uint32_t> dir_subdirs(uint32_t d) const;  // dir ids, sorted by name
   std::optional<uint32_t> find_file(uint32_t d, std::string_view name) const;
@@ -199,6 +207,8 @@ class Manifest {
   std::vector<uint64_t> file_inode_;
   std::vector<uint16_t> file_device_;     // index into devices_: a tree spans few filesystems
   std::vector<uint64_t> devices_;         // distinct st_dev values, in order of first sight
+  std::vector<uint16_t> file_owner_;      // index into owners_: a dataset has few owners
+  std::vector<Owner> owners_;             // distinct (uid, gid) pairs, in order of first sight
   std::unique_ptr<SampleTable> samples_;  // the format's
 
   // directories
@@ -207,6 +217,7 @@ class Manifest {
   std::vector<uint32_t> dir_parent_;
   std::vector<int64_t> dir_mtime_ns_;
   std::vector<uint32_t> dir_mode_;
+  std::vector<uint16_t> dir_owner_;          // index into owners_
   std::vector<uint32_t> dir_files_begin_;    // into dir_file_ids_, size dir_count()+1
   std::vector<uint32_t> dir_file_ids_;
   std::vector<uint32_t> dir_subdirs_begin_;  // into dir_subdir_ids_, size dir_count()+1

@@ -86,6 +86,7 @@ struct PendingDir {
   std::string path;
   int64_t mtime_ns = 0;
   uint32_t mode = 0;
+  uint32_t uid = 0, gid = 0;
 };
 
 // The shared work: a stack of directories (depth first keeps it short) and
@@ -170,6 +171,8 @@ void add_entry(Worker& w, int dfd, ScannedDir& dir, const char* name, unsigned c
     f.name_off = static_cast<uint32_t>(dir.names.size());
     f.name_len = static_cast<uint16_t>(len);
     f.mode = static_cast<uint16_t>(st.st_mode & 07777u);
+    f.uid = st.st_uid;
+    f.gid = st.st_gid;
     f.size = static_cast<uint64_t>(st.st_size);
     f.mtime_ns = mtime_of(st);
     f.inode = static_cast<uint64_t>(st.st_ino);
@@ -177,7 +180,7 @@ void add_entry(Worker& w, int dfd, ScannedDir& dir, const char* name, unsigned c
     dir.names.append(name, len);
     dir.files.push_back(f);
   } else if (S_ISDIR(st.st_mode)) {
-    w.found.push_back({join(dir.path, name), mtime_of(st), st.st_mode & 07777u});
+    w.found.push_back({join(dir.path, name), mtime_of(st), st.st_mode & 07777u, st.st_uid, st.st_gid});
   } else if (S_ISLNK(st.st_mode)) {
     w.notes.note(w.notes.symlinks, join(dir.path, name), "symlink, not followed");
   } else {
@@ -194,6 +197,8 @@ void list_dir(int root, PendingDir&& pending, Worker& w) {
   dir.path = std::move(pending.path);
   dir.mtime_ns = pending.mtime_ns;
   dir.mode = pending.mode;
+  dir.uid = pending.uid;
+  dir.gid = pending.gid;
   for (;;) {
     long n = ::syscall(SYS_getdents64, dfd.get(), w.buf.get(), kDirentBuffer);
     if (n == 0) break;
@@ -245,7 +250,7 @@ Result<ScanResult> scan_tree(const std::string& root, ScanReport& report, const 
   // An unreadable root is an error, not an empty dataset.
   if (::access(root.c_str(), R_OK | X_OK) != 0) return Status::from_errno(errno, what);
 
-  DirQueue queue(PendingDir{"", mtime_of(st), st.st_mode & 07777u});
+  DirQueue queue(PendingDir{"", mtime_of(st), st.st_mode & 07777u, st.st_uid, st.st_gid});
   // Each worker holds a 128 KiB listing buffer: a bound keeps a silly request cheap.
   const unsigned want = std::min(options.threads ? options.threads : default_scan_threads(), 256u);
   std::vector<Worker> workers(want);

@@ -20,6 +20,7 @@ struct ScannedFile {
   uint32_t name_off = 0;  // into ScannedDir::names
   uint16_t name_len = 0;  // NAME_MAX is 255
   uint16_t mode = 0;      // permission bits
+  uint32_t uid = 0, gid = 0;  // owner and group (who may read it: views, fs/dataset/audience.h)
   uint64_t size = 0;
   int64_t mtime_ns = 0;
   uint64_t inode = 0;     // st_ino and st_dev: with size and mtime, the identity
@@ -32,6 +33,7 @@ struct ScannedDir {
   std::string path;  // relative to the root, no leading "./"; "" for the root
   int64_t mtime_ns = 0;
   uint32_t mode = 0;  // permission bits
+  uint32_t uid = 0, gid = 0;
   std::string names;  // the files' basenames, back to back
   std::vector<ScannedFile> files;
 

@@ -46,6 +46,18 @@ Result<std::string> load_job_token(const DaemonConfig& c) {
   return token;
 }
 
+Result<uint32_t> parse_view_mode(const std::string& text) {
+  const Status bad(EINVAL, "view_mode '" + text + "' is not a mode: want read bits in octal, as 0440 or 0444");
+  if (text.empty() || text.size() > 4) return bad;
+  uint32_t mode = 0;
+  for (char ch : text) {
+    if (ch < '0' || ch > '7') return bad;
+    mode = mode * 8 + static_cast<uint32_t>(ch - '0');
+  }
+  if (mode > 0777) return bad;  // "4440": no setuid and friends on a read-only view
+  return mode;
+}
+
 Result<uint64_t> resolve_memory_budget(const std::string& text, uint64_t physical_bytes) {
   if (!text.empty() && text.back() == '%') {
     double pct = 0;

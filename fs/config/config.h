@@ -128,7 +128,18 @@ constexpr std::array<std::string_view, 2> enum_names(AutoOff) { return {"auto", 
   KEY(name, std::string, "", "-n,--name", "Dataset name in the mount",                                               \
       .required().note("the backend directory's name"))                                                              \
   KEY(backend, std::string, "", "-b,--backend", "Dataset directory on backend storage (the flag: one-dataset mode)", \
-      .required())
+      .required())                                                                                                   \
+  KEY(view_owner, std::string, "", "--view-owner",                                                                   \
+      "Owner of what DLFS makes of the dataset (epochs/: views, index files): a user name or number",                \
+      .note("the backend directory's owner"))                                                                        \
+  KEY(view_group, std::string, "", "--view-group", "Group of what DLFS makes of the dataset: a group name or number", \
+      .note("the backend directory's group"))                                                                        \
+  KEY(view_mode, std::string, "", "--view-mode",                                                                     \
+      "Who may read what DLFS makes of the dataset, as read bits in octal: 0440 owner and group, 0444 everyone, "     \
+      "0400 the owner (root always may; write and execute bits are ignored). The kernel checks it at every "         \
+      "open, listing and xattr (fs/dataset/audience.h)",                                                             \
+      .note("from the backend: a class (owner, group, other) may read only if it can read every file of the "        \
+            "dataset there"))
 
 struct DatasetConfig {
   DLFS_DATASET_KEYS(DLFS_KEY_MEMBER)
@@ -147,6 +158,9 @@ struct DaemonConfig {
 // file (not a link, FIFO or device: never waited on), owned by the daemon's
 // user, that only its owner can read (errors say what to chmod). "" if neither.
 Result<std::string> load_job_token(const DaemonConfig& config);
+
+// view_mode's text ("0440", "440") as permission bits; EINVAL names the text.
+Result<uint32_t> parse_view_mode(const std::string& text);
 
 // memory_budget resolved against physical memory ("50%" -> bytes).
 Result<uint64_t> resolve_memory_budget(const std::string& text, uint64_t physical_bytes);

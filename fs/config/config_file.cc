@@ -14,6 +14,7 @@
 #include <toml++/toml.h>
 
 #include "common/units.h"
+#include "common/user_db.h"
 #include "fs/config/config_keys.h"
 #include "provenance/dataset_format.h"
 
@@ -189,6 +190,15 @@ Status check_ranges(Section scope, const Target& target, const std::string& pref
   return Status::ok();
 }
 
+// view_owner and view_group name a user and a group this node knows, and
+// view_mode is octal: a typo must not leave the views open or closed.
+Status check_view_access(const DatasetConfig& d) {
+  if (!d.view_owner.empty()) DLFS_RETURN_IF_ERROR(resolve_user(d.view_owner).status().with_context("view_owner"));
+  if (!d.view_group.empty()) DLFS_RETURN_IF_ERROR(resolve_group(d.view_group).status().with_context("view_group"));
+  if (!d.view_mode.empty()) DLFS_RETURN_IF_ERROR(parse_view_mode(d.view_mode).status());
+  return Status::ok();
+}
+
 }  // namespace
 
 Status validate_config(const DaemonConfig& c) {
@@ -210,6 +220,7 @@ Status validate_config(const DaemonConfig& c) {
     if (!names.insert(d.name).second) return Status(EINVAL, "dataset name '" + d.name + "' is used twice");
     DLFS_RETURN_IF_ERROR(provenance::check_format_options(d.format).with_context("dataset '" + d.name + "'"));
     DLFS_RETURN_IF_ERROR(check_ranges(Section::dataset, Target{nullptr, &d}, "dataset '" + d.name + "': "));
+    DLFS_RETURN_IF_ERROR(check_view_access(d).with_context("dataset '" + d.name + "'"));
   }
   if (c.datasets.size() > 0xfffe) return Status(EINVAL, "too many datasets (at most 65534)");
   return Status::ok();

@@ -119,7 +119,8 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config) {
   }
 
   d->namespace_ = std::make_unique<Namespace>(
-      d->slots_, [raw = d.get()] { return json_text(raw->snapshot(true), 2) + "\n"; }, now_ns(), ::geteuid(),
+      d->slots_, [raw = d.get()](const Reader* reader) { return json_text(raw->snapshot(true, reader), 2) + "\n"; },
+      now_ns(), ::geteuid(),
       ::getegid());
   // Before the control server, whose stats read it.
   d->kernel_ = std::make_unique<KernelSession>(d->config_, *d->namespace_);
@@ -268,14 +269,14 @@ Status Daemon::join_cluster(const std::vector<Dataset*>& datasets) {
   return Status::ok();
 }
 
-nlohmann::json Daemon::snapshot(bool detailed) const {
+nlohmann::json Daemon::snapshot(bool detailed, const Reader* reader) const {
   DaemonFacts f;
   f.version = DLFS_VERSION;
   f.mountpoint = config_.mountpoint;
   f.pid = ::getpid();
   f.uptime_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   f.budget_bytes = budget_bytes_;
-  nlohmann::json j = build_stats(f, slots_, detailed, namespace_.get());
+  nlohmann::json j = build_stats(f, slots_, detailed, namespace_.get(), reader);
   if (transport::Cluster* c = cluster_live_.load()) j["cluster"] = c->status();
   if (detailed) j["fuse"] = kernel_->stats();
   return j;

@@ -54,7 +54,8 @@ class Daemon final : public ControlHandler {
 
  private:
   explicit Daemon(DaemonConfig config);
-  nlohmann::json snapshot(bool detailed) const;
+  // reader: who asks through /.dlfs/stats (fs/daemon/stats.h); null: everything.
+  nlohmann::json snapshot(bool detailed, const Reader* reader = nullptr) const;
   Result<const Dataset*> dataset_arg(const nlohmann::json& args) const;
   Status join_cluster(const std::vector<Dataset*>& datasets);
   // The startup thread: scans, joins, publishes (see the top of this file).

@@ -4,6 +4,8 @@
 
 #include <fstream>
 
+#include <spdlog/fmt/fmt.h>
+
 #include "fs/daemon/plan_report.h"
 
 namespace dlfs::fs {
@@ -39,6 +41,15 @@ nlohmann::json load_json(const cache::LoadProgress& p) {
           {"elapsed_s", p.elapsed_s}};
 }
 
+// Who may read the dataset's views, and why (fs/dataset/audience.h).
+nlohmann::json access_json(const Audience& a) {
+  return {{"owner", a.uid},
+          {"group", a.gid},
+          {"mode", fmt::format("{:04o}", a.file_mode())},
+          {"readers", a.readers},
+          {"why", a.why}};
+}
+
 nlohmann::json dataset_json(const Dataset& d, bool detailed, const ViewRegistry::Usage* ids) {
   const auto& m = d.manifest();
   const auto& sr = d.scan_report();
@@ -60,6 +71,7 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed, const ViewRegistry:
       {"load_staging", d.load_staging()},
       {"skipped", {{"symlinks", sr.skipped_symlinks}, {"special", sr.skipped_special}, {"unreadable", sr.unreadable}}},
       {"load", load_json(d.load_progress())},
+      {"access", access_json(d.audience())},
       {"plan", plan_summary_json(d)},
   };
   const BytesBySource by = bytes_by_source(d);
@@ -118,13 +130,26 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed, const ViewRegistry:
 }
 
 // A dataset that is not served yet (or failed): what the config says and why.
-nlohmann::json unready_json(const DatasetSlot& slot) {
-  nlohmann::json j = {{"name", slot.name()},
-                      {"state", state_name(slot.state())},
-                      {"backend", slot.backend()},
-                      {"format", slot.format()}};
+// Who may read it is known once it is scanned: until then its paths are for
+// root and the daemon's user only.
+nlohmann::json unready_json(const DatasetSlot& slot, const Reader* reader) {
+  nlohmann::json j = {{"name", slot.name()}, {"state", state_name(slot.state())}, {"format", slot.format()}};
+  if (reader && reader->uid != 0 && reader->uid != ::geteuid()) {
+    j["restricted"] = "who may read this dataset is known once it is scanned";
+    return j;
+  }
+  j["backend"] = slot.backend();
   if (slot.state() == DatasetSlot::State::failed) j["error"] = slot.error().message();
   return j;
+}
+
+// A dataset `reader` may not read: its name, state and who may read it; no
+// path, name or figure of its backend.
+nlohmann::json restricted_json(const Dataset& d) {
+  return {{"name", d.name()},
+          {"state", "ready"},
+          {"access", access_json(d.audience())},
+          {"restricted", "this user may not read the dataset's views"}};
 }
 
 }  // namespace
@@ -137,14 +162,18 @@ nlohmann::json build_stats(const DaemonFacts& facts, const std::vector<std::uniq
 }
 
 nlohmann::json build_stats(const DaemonFacts& facts, const DatasetSlots& datasets, bool detailed,
-                           const Namespace* ns) {
+                           const Namespace* ns, const Reader* reader) {
   uint64_t resident = 0, capacity = 0, metadata = 0, samples = 0;
   nlohmann::json list = nlohmann::json::array();
   for (size_t i = 0; i < datasets.size(); ++i) {
     const DatasetSlot* slot = datasets[i].get();
     const Dataset* d = slot->get();
     if (!d) {
-      list.push_back(unready_json(*slot));
+      list.push_back(unready_json(*slot, reader));
+      continue;
+    }
+    if (reader && !d->audience().may_read(*reader)) {
+      list.push_back(restricted_json(*d));
       continue;
     }
     resident += d->buffer().resident_bytes();

@@ -28,8 +28,11 @@ struct DaemonFacts {
 // ready has only name, backend, format, state (and error when failed), and
 // counts in no total.
 // With `ns`, each ready dataset's "views" gives the view ids it handed out.
+// With `reader` (who opens /.dlfs/stats), a dataset it may not read shows
+// only its name, state and access, and one not scanned yet no backend path
+// (unless the reader is root or the daemon's user); daemon-wide totals stay.
 nlohmann::json build_stats(const DaemonFacts& facts, const DatasetSlots& datasets, bool detailed,
-                           const Namespace* ns = nullptr);
+                           const Namespace* ns = nullptr, const Reader* reader = nullptr);
 // Over datasets that are all ready.
 nlohmann::json build_stats(const DaemonFacts& facts, const std::vector<std::unique_ptr<Dataset>>& datasets,
                            bool detailed);

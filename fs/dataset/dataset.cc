@@ -75,6 +75,19 @@ Result<std::unique_ptr<Dataset>> Dataset::open(const DatasetConfig& config, uint
   if (::stat(config.backend.c_str(), &st) == 0)
     ds->root_mtime_ns_ = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
 
+  auto audience = audience_of(config, ds->manifest_);
+  if (!audience) return audience.status().with_context(what);
+  ds->audience_ = std::move(audience).value();
+  {
+    const Audience& a = ds->audience_;
+    auto line = fmt::format("[{}] views readable by {} (owner {}, group {}, mode {:04o}): {}", config.name, a.readers,
+                            a.uid, a.gid, a.file_mode(), a.why);
+    if (a.more_open_than_backend())
+      spdlog::warn("{}", line);
+    else
+      spdlog::info("{}", line);
+  }
+
   auto fs_kind = fs::backend_fs(config.backend);  // the free function, not the accessor
   ds->backend_fs_ = fs_kind ? fs_kind->type : "unknown";
   const bool local_fs = fs_kind && !fs_kind->network;

@@ -22,6 +22,7 @@
 #include "cache/sample_reader.h"
 #include "cache/storage_buffer.h"
 #include "fs/config/config.h"
+#include "fs/dataset/audience.h"
 #include "plan/planner.h"
 #include "provenance/manifest.h"
 
@@ -84,6 +85,8 @@ class Dataset {
   uint64_t fingerprint() const { return fingerprint_; }
   cache::LoadProgress load_progress() const { return loader_->progress(); }
   int64_t root_mtime_ns() const { return root_mtime_ns_; }
+  // Who may read its epoch views (fs/dataset/audience.h).
+  const Audience& audience() const { return audience_; }
   double scan_seconds() const { return scan_seconds_; }  // time to build the manifest
 
   void start_loading() { loader_->start(); }
@@ -114,6 +117,7 @@ class Dataset {
   provenance::Manifest manifest_;
   provenance::ScanReport scan_report_;
   int64_t root_mtime_ns_ = 0;
+  Audience audience_;
   double scan_seconds_ = 0;
   bool passthrough_ = false;
   bool load_staging_ = false;

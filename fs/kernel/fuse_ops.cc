@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -120,10 +121,28 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   // two cores can serve), measured with tools/bench/run_bench.py.
 }
 
+// Who sent `req`: its uid and gid, and its supplementary groups (libfuse
+// reads them from /proc; none if the process is gone).
+Reader reader_of(fuse_req_t req) {
+  const fuse_ctx* fc = fuse_req_ctx(req);
+  Reader r{fc->uid, fc->gid, {}};
+  std::vector<gid_t> groups(64);
+  int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
+  if (n > static_cast<int>(groups.size())) {
+    groups.resize(static_cast<size_t>(n));
+    n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
+  }
+  for (int i = 0; i < n && i < static_cast<int>(groups.size()); ++i) r.groups.push_back(groups[static_cast<size_t>(i)]);
+  return r;
+}
+
 void do_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   guarded(req, "lookup", [&] {
     SessionState& c = ctx(req);  // req is gone once answered
-    auto a = c.ns.lookup(parent, name);
+    // /.dlfs/stats shows each user only the datasets it may read.
+    std::optional<Reader> reader;
+    if (parent == kControlDirIno) reader = reader_of(req);
+    auto a = c.ns.lookup(parent, name, reader ? &*reader : nullptr);
     if (!a) return reply_error(req, a.status(), "lookup");
     auto e = to_entry(*a, c.options);
     fuse_reply_entry(req, &e);

@@ -19,6 +19,11 @@ constexpr std::string_view kEpochsName = "epochs";
 // would otherwise make a setuid-root copy of a backend file).
 uint32_t ro(uint32_t perms) { return perms & 0555; }
 
+// Every permission bit of the classes in `classes` (fs/dataset/audience.h).
+uint32_t class_bits(unsigned classes) {
+  return ((classes & kOwnerClass) ? 0700u : 0) | ((classes & kGroupClass) ? 070u : 0) | ((classes & kOtherClass) ? 07u : 0);
+}
+
 Status not_found() { return Status(ENOENT, "no such entry"); }
 
 }  // namespace
@@ -31,8 +36,8 @@ std::vector<std::unique_ptr<ViewRegistry>> registries_for(const DatasetSlots& da
 }
 }  // namespace
 
-Namespace::Namespace(const DatasetSlots& datasets, std::function<std::string()> stats_text, int64_t start_time_ns,
-                     uint32_t uid, uint32_t gid)
+Namespace::Namespace(const DatasetSlots& datasets, StatsText stats_text, int64_t start_time_ns, uint32_t uid,
+                     uint32_t gid)
     : datasets_(datasets),
       views_(registries_for(datasets)),
       stats_text_(std::move(stats_text)),
@@ -48,7 +53,7 @@ DatasetSlots borrow_all(const std::vector<std::unique_ptr<Dataset>>& datasets) {
 }
 }  // namespace
 
-Namespace::Namespace(const std::vector<std::unique_ptr<Dataset>>& datasets, std::function<std::string()> stats_text,
+Namespace::Namespace(const std::vector<std::unique_ptr<Dataset>>& datasets, StatsText stats_text,
                      int64_t start_time_ns, uint32_t uid, uint32_t gid)
     : borrowed_(borrow_all(datasets)),
       datasets_(borrowed_),
@@ -102,6 +107,26 @@ Attr Namespace::file_attr(uint64_t ino, uint64_t size, int64_t mtime_ns) const {
   return a;
 }
 
+namespace {
+void give_to(Attr& a, const Audience& audience, uint32_t perms) {
+  a.uid = audience.uid;
+  a.gid = audience.gid;
+  a.mode = (a.mode & S_IFMT) | perms;
+}
+}  // namespace
+
+Attr Namespace::view_dir_attr(const Dataset& ds, uint64_t ino, uint32_t subdirs) const {
+  Attr a = dir_attr(ino, 0, subdirs, ds.root_mtime_ns());
+  give_to(a, ds.audience(), ds.audience().dir_mode());
+  return a;
+}
+
+Attr Namespace::view_file_attr(const Dataset& ds, uint64_t ino, uint64_t size) const {
+  Attr a = file_attr(ino, size, ds.root_mtime_ns());
+  give_to(a, ds.audience(), ds.audience().file_mode());
+  return a;
+}
+
 Result<Attr> Namespace::attr_of(const NodeId& n) const {
   const uint64_t ino = encode_ino(n);
   switch (n.kind) {
@@ -124,11 +149,17 @@ Result<Attr> Namespace::attr_of(const NodeId& n) const {
   DLFS_ASSIGN_OR_RETURN(const Dataset* ds, dataset_of(n));
   const auto& m = ds->manifest();
   switch (n.kind) {
-    case NodeKind::raw_dir:
+    case NodeKind::raw_dir: {
       if (n.index >= m.dir_count()) return not_found();
-      return dir_attr(ino, m.dir_mode(static_cast<uint32_t>(n.index)),
-                      static_cast<uint32_t>(m.dir_subdirs(static_cast<uint32_t>(n.index)).size()),
-                      m.dir_mtime_ns(static_cast<uint32_t>(n.index)));
+      const auto d = static_cast<uint32_t>(n.index);
+      uint32_t perms = m.dir_mode(d);
+      // raw/ itself: no class the backend directory's parents keep out.
+      if (d == provenance::kRootDir) perms &= class_bits(ds->audience().raw_root_classes);
+      Attr a = dir_attr(ino, perms, static_cast<uint32_t>(m.dir_subdirs(d).size()), m.dir_mtime_ns(d));
+      a.uid = m.dir_owner(d).uid;
+      a.gid = m.dir_owner(d).gid;
+      return a;
+    }
     case NodeKind::raw_file: {
       if (n.index >= m.file_count()) return not_found();
       auto f = static_cast<uint32_t>(n.index);
@@ -137,8 +168,8 @@ Result<Attr> Namespace::attr_of(const NodeId& n) const {
       a.mode = S_IFREG | ro(m.file_mode(f));
       a.size = m.file_size(f);
       a.mtime_ns = m.file_mtime_ns(f);
-      a.uid = uid_;
-      a.gid = gid_;
+      a.uid = m.file_owner(f).uid;  // the backend's: the kernel checks them (default_permissions)
+      a.gid = m.file_owner(f).gid;
       return a;
     }
     default: return view_attr(n);
@@ -151,7 +182,7 @@ Result<Attr> Namespace::getattr(uint64_t ino) const {
   return attr_of(*n);
 }
 
-Result<Attr> Namespace::lookup(uint64_t parent, std::string_view name) const {
+Result<Attr> Namespace::lookup(uint64_t parent, std::string_view name, const Reader* reader) const {
   // No DLFS name is longer (backend names come from file systems with this
   // limit; view names are short or cut to it), and statfs promises it: longer
   // is ENAMETOOLONG, as on any other file system, not "no such entry". FUSE
@@ -167,7 +198,7 @@ Result<Attr> Namespace::lookup(uint64_t parent, std::string_view name) const {
       return not_found();
     case NodeKind::control_dir: {
       if (name != kStatsName) return not_found();
-      auto text = std::make_shared<SnapshotFile>(stats_text_());
+      auto text = std::make_shared<SnapshotFile>(stats_text_(reader));
       const uint64_t size = text->size();
       return generate(std::move(text), size, nullptr);
     }
@@ -312,7 +343,7 @@ Result<Attr> Namespace::generate(std::shared_ptr<OpenFile> content, uint64_t siz
 Result<Attr> Namespace::generated_attr(const NodeId& n) const {
   DLFS_ASSIGN_OR_RETURN(const GeneratedFiles::File f, generated_.get(n.index));
   const Dataset* ds = f.content->dataset();
-  Attr a = file_attr(encode_ino(n), f.size, ds ? ds->root_mtime_ns() : start_time_ns_);
+  Attr a = ds ? view_file_attr(*ds, encode_ino(n), f.size) : file_attr(encode_ino(n), f.size, start_time_ns_);
   a.fresh_each_lookup = a.lookup_only = true;
   return a;
 }

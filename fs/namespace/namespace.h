@@ -68,19 +68,21 @@ using DirFiller = std::function<bool(std::string_view name, const Attr& attr, ui
 
 class Namespace {
  public:
-  // stats_text produces the content of /.dlfs/stats at open time.
-  Namespace(const DatasetSlots& datasets, std::function<std::string()> stats_text, int64_t start_time_ns,
-            uint32_t uid, uint32_t gid);
+  // stats_text produces the content of /.dlfs/stats at open time, for the
+  // user who looks it up (null: unknown, everything).
+  using StatsText = std::function<std::string(const Reader* reader)>;
+  Namespace(const DatasetSlots& datasets, StatsText stats_text, int64_t start_time_ns, uint32_t uid, uint32_t gid);
   // Over datasets that are ready (the caller keeps them alive).
-  Namespace(const std::vector<std::unique_ptr<Dataset>>& datasets, std::function<std::string()> stats_text,
-            int64_t start_time_ns, uint32_t uid, uint32_t gid);
+  Namespace(const std::vector<std::unique_ptr<Dataset>>& datasets, StatsText stats_text, int64_t start_time_ns,
+            uint32_t uid, uint32_t gid);
 
   // The slot a request on `ino` would wait for (its dataset is still being
   // scanned or joined), else null. attr_only: the request needs only the
   // node's attributes (getattr), which a dataset directory has before the scan.
   const DatasetSlot* unsettled_slot(uint64_t ino, bool attr_only) const;
 
-  Result<Attr> lookup(uint64_t parent, std::string_view name) const;
+  // reader: who asks (for /.dlfs/stats, whose content depends on it).
+  Result<Attr> lookup(uint64_t parent, std::string_view name, const Reader* reader = nullptr) const;
   Result<Attr> getattr(uint64_t ino) const;
   // Directory listing from `offset` (0 = start; "." and ".." first).
   // kernel_keeps_entries: a readdirplus listing, whose entries (but "." and
@@ -118,6 +120,9 @@ class Namespace {
   const Dataset* ready_dataset(const NodeId& n) const;
   Attr dir_attr(uint64_t ino, uint32_t perms, uint32_t subdirs, int64_t mtime_ns) const;
   Attr file_attr(uint64_t ino, uint64_t size, int64_t mtime_ns) const;
+  // What DLFS makes of a dataset: its audience's owner, group and mode.
+  Attr view_dir_attr(const Dataset& ds, uint64_t ino, uint32_t subdirs) const;
+  Attr view_file_attr(const Dataset& ds, uint64_t ino, uint64_t size) const;
   // Epoch views (namespace_views.cc).
   Result<Attr> view_attr(const NodeId& n) const;
   Result<Attr> view_lookup(const NodeId& parent, std::string_view name) const;
@@ -144,7 +149,7 @@ class Namespace {
   // Destroyed before the datasets (their views read through them).
   std::vector<std::unique_ptr<ViewRegistry>> views_;
   mutable GeneratedFiles generated_;
-  std::function<std::string()> stats_text_;
+  StatsText stats_text_;
   int64_t start_time_ns_;
   uint32_t uid_, gid_;
 };

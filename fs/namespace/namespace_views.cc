@@ -60,18 +60,17 @@ Result<std::shared_ptr<const EpochView>> Namespace::view_of(const NodeId& n) con
 Result<Attr> Namespace::view_attr(const NodeId& n) const {
   DLFS_ASSIGN_OR_RETURN(const Dataset* ds, dataset_of(n));
   const uint64_t ino = encode_ino(n);
-  const int64_t mtime = ds->root_mtime_ns();
   switch (n.kind) {
-    case NodeKind::epochs_dir: return dir_attr(ino, 0555, ds->planner().config().epochs_listed, mtime);
-    case NodeKind::epoch_dir: return dir_attr(ino, 0555, 1, mtime);
-    case NodeKind::world_dir: return dir_attr(ino, 0555, static_cast<uint32_t>(n.index & 0xffff), mtime);
+    case NodeKind::epochs_dir: return view_dir_attr(*ds, ino, ds->planner().config().epochs_listed);
+    case NodeKind::epoch_dir: return view_dir_attr(*ds, ino, 1);
+    case NodeKind::world_dir: return view_dir_attr(*ds, ino, static_cast<uint32_t>(n.index & 0xffff));
     case NodeKind::view: {
       if (!format_known(n)) return not_found();
       const ViewFormat& f = format_of(n);
-      if (f.is_directory()) return dir_attr(ino, 0555, 0, mtime);
+      if (f.is_directory()) return view_dir_attr(*ds, ino, 0);
       auto v = view_of(n);
       if (!v) return v.status();
-      Attr a = file_attr(ino, f.size(**v), mtime);
+      Attr a = view_file_attr(*ds, ino, f.size(**v));
       a.lookup_only = f.size_costs_work();
       return a;
     }
@@ -80,7 +79,7 @@ Result<Attr> Namespace::view_attr(const NodeId& n) const {
       if (!v) return v.status();
       const uint64_t k = entry_position(n.index);
       if (k >= (*v)->count()) return not_found();
-      return file_attr(ino, format_of(n).entry_size(**v, k), mtime);
+      return view_file_attr(*ds, ino, format_of(n).entry_size(**v, k));
     }
     default: return not_found();
   }
@@ -182,7 +181,7 @@ Status Namespace::world_readdir(const Dataset& ds, const NodeId& n, uint64_t chi
     Result<Attr> a = Status::ok();
     if (format.per_lookup(ds) || format.size_costs_work()) {
       // Listed by name only: the size is made (or costs work) at lookup.
-      Attr only = file_attr(encode_ino(view_node(n.dataset, f, *id)), 0, ds.root_mtime_ns());
+      Attr only = view_file_attr(ds, encode_ino(view_node(n.dataset, f, *id)), 0);
       only.lookup_only = true;
       a = only;
     } else {

@@ -124,7 +124,7 @@ std::unique_ptr<World> make_world() {
   auto w = std::make_unique<World>();
   open_dataset(*w, "files", "files");
   open_dataset(*w, "fixed", "fixed");
-  w->ns = std::make_unique<Namespace>(w->datasets, [] { return std::string("{\"fuzz\": true}\n"); }, 1, 0, 0);
+  w->ns = std::make_unique<Namespace>(w->datasets, [](const Reader*) { return std::string("{\"fuzz\": true}\n"); }, 1, 0, 0);
   return w;
 }
 

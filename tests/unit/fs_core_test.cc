@@ -51,7 +51,7 @@ class FsCoreTest : public ::dlfs::test::TempDirTest {
 
   // shuffle_ratio 1: no rounds, the budget goes to the storage buffer.
   std::unique_ptr<Namespace> make(uint64_t budget, bool load, double shuffle_ratio = 0,
-                                  std::function<std::string()> stats = [] { return std::string("{\"x\":1}\n"); }) {
+                                  Namespace::StatsText stats = [](const Reader*) { return std::string("{\"x\":1}\n"); }) {
     DatasetConfig dc;
     dc.name = "ds";
     dc.backend = root_;
@@ -242,7 +242,7 @@ TEST_F(FsCoreTest, WritesAreRefusedWithErofs) {
 // up again) and whose bytes stay what they were for that number.
 TEST_F(FsCoreTest, StatsIsGeneratedAtEachLookup) {
   int calls = 0;
-  auto ns = make(~0ull, false, 0, [&] { return "{\"call\":" + std::to_string(++calls) + "}\n"; });
+  auto ns = make(~0ull, false, 0, [&](const Reader*) { return "{\"call\":" + std::to_string(++calls) + "}\n"; });
   auto first = resolve(*ns, ".dlfs/stats");
   ASSERT_TRUE(first.is_ok()) << first.status().message();
   EXPECT_TRUE(first->fresh_each_lookup && first->lookup_only);
@@ -356,7 +356,7 @@ class DatasetGateTest : public FsCoreTest {
   void SetUp() override {
     FsCoreTest::SetUp();
     slots_.push_back(std::make_unique<DatasetSlot>("ds", root_, "files", 42));
-    ns_ = std::make_unique<Namespace>(slots_, [] { return std::string("{}\n"); }, 1, 0, 0);
+    ns_ = std::make_unique<Namespace>(slots_, [](const Reader*) { return std::string("{}\n"); }, 1, 0, 0);
   }
   // Reads ds/raw/top.bin through lookups, on another thread: it waits for the slot.
   std::future<Result<std::string>> read_top_async() {

@@ -228,7 +228,7 @@ class PassthroughNamespaceTest : public ::dlfs::test::TempDirTest {
     ns_.reset();
     datasets_.clear();
     datasets_.push_back(std::move(ds).value());
-    ns_ = std::make_unique<Namespace>(datasets_, [] { return std::string("{}\n"); }, 1, 0, 0);
+    ns_ = std::make_unique<Namespace>(datasets_, [](const Reader*) { return std::string("{}\n"); }, 1, 0, 0);
     raw_ = std::make_unique<RawFiles>(*ns_, inodes_);
   }
   uint64_t ino(const std::string& name) {

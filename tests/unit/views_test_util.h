@@ -280,7 +280,7 @@ class ViewsFixture : public ::dlfs::test::TempDirTest {
       datasets_[0]->start_loading();
       while (!datasets_[0]->load_progress().done) ::usleep(1000);  // polls the loader: no fixed wait
     }
-    ns_ = std::make_unique<Namespace>(datasets_, [] { return std::string("{}\n"); }, 1, 0, 0);
+    ns_ = std::make_unique<Namespace>(datasets_, [](const Reader*) { return std::string("{}\n"); }, 1, 0, 0);
   }
   const Dataset& ds() const { return *datasets_[0]; }
 

@@ -100,6 +100,14 @@ std::string render_status(const json& s) {
   out << table(rows);
   for (const auto& d : datasets)
     if (d.contains("error")) out << get<std::string>(d, "name", "?") << ": " << get<std::string>(d, "error", "") << "\n";
+  // Who may read each dataset's views, and why (fs/dataset/audience.h).
+  for (const auto& d : datasets) {
+    if (!d.contains("access") || !d["access"].is_object()) continue;
+    const json& a = d["access"];
+    out << get<std::string>(d, "name", "?") << ": views readable by " << get<std::string>(a, "readers", "?")
+        << " (mode " << get<std::string>(a, "mode", "?") << ", owner " << get<uint64_t>(a, "owner", 0) << ", group "
+        << get<uint64_t>(a, "group", 0) << "): " << get<std::string>(a, "why", "?") << "\n";
+  }
   for (const auto& d : datasets)
     out << changed_files_lines(get<std::string>(d, "name", "?"), d.value("changed_files", json::object()),
                                "reads that need their backend bytes fail with EIO, resident bytes serve the "
