@@ -144,11 +144,13 @@ nlohmann::json unready_json(const DatasetSlot& slot, const Reader* reader) {
 }
 
 // A dataset `reader` may not read: its name, state and who may read it; no
-// path, name or figure of its backend.
+// path, name or figure of its backend (so not the `why`, which names a file).
 nlohmann::json restricted_json(const Dataset& d) {
+  nlohmann::json access = access_json(d.audience());
+  access.erase("why");
   return {{"name", d.name()},
           {"state", "ready"},
-          {"access", access_json(d.audience())},
+          {"access", access},
           {"restricted", "this user may not read the dataset's views"}};
 }
 
