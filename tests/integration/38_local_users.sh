@@ -240,5 +240,40 @@ wait_overlays "$MNT2" explicit,owned
 check_log "$WORK/d2.log" explicit,owned
 stop_daemon "$DAEMON_PID" "$MNT2"
 
+# The same rules when requests come over io_uring and raw files are passed
+# through to their backend files (while a slowed load runs): the kernel
+# checks permissions before either path, and nothing here may differ.
+: "${FAULTY_BACKEND:?FAULTY_BACKEND must point at the faulty_backend module}"
+PARAM=/sys/module/fuse/parameters/enable_uring
+URING=()
+if [ -e "$PARAM" ]; then
+  old_param=$(cat "$PARAM")
+  CLEANUP_HOOKS+=("echo $old_param > $PARAM")
+  URING=(--fuse-uring on)
+fi
+cat >"$WORK/paths.toml" <<TOML
+[[dataset]]
+name = "closed"
+backend = "$WORK/closed"
+order = "opportunistic"
+[[dataset]]
+name = "group"
+backend = "$WORK/group"
+TOML
+MNT3="$WORK/mnt3"
+DAEMON_WRAP=(env LD_PRELOAD="$FAULTY_BACKEND" DLFS_FAULT_DELAY="$WORK/*" DLFS_FAULT_DELAY_MS=20)
+start_daemon "$MNT3" "$WORK/d3.log" --config "$WORK/paths.toml" "${URING[@]}" --passthrough on --raw-overlay off \
+  --extent-size 4KiB --loader-threads 1
+DAEMON_WRAP=()
+paths=$(stat_field "$MNT3" '"uring %s passthrough %s, closed %s" % (s["fuse"]["uring"]["in_use"], s["fuse"]["passthrough"]["in_use"], [d for d in s["datasets"] if d["name"] == "closed"][0]["load"]["state"])')
+log "requests over: $paths"
+"$PYTHON" "$CHECK" check --mnt "$MNT3" --work "$WORK" --datasets closed,group ||
+  bad "check_local_users.py check (io_uring and passthrough): see its FAIL lines above"
+denied "cat closed/raw/closed-only-root.bin (io_uring, passthrough)" cat "$MNT3/closed/raw/closed-only-root.bin"
+denied "cat closed/epochs/0/1/0.index (io_uring, passthrough)" cat "$MNT3/closed/epochs/0/1/0.index"
+passed=$(stat_field "$MNT3" 's["fuse"]["passthrough"]["backing_files"]')
+log "backing files handed to the kernel during the checks: $passed"
+stop_daemon "$DAEMON_PID" "$MNT3"
+
 [ "$FAILURES" -eq 0 ] || fail "$FAILURES checks failed (FAIL lines above)"
 log "ok"
