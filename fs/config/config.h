@@ -57,9 +57,9 @@ constexpr std::array<std::string_view, 2> enum_names(AutoOff) { return {"auto", 
       "read (docs/architecture.md, passthrough)")                                                                   \
   KEY(fuse_uring, Toggle, Toggle::automatic, "--fuse-uring",                                                        \
       "FUSE requests reach dlfsd through one io_uring queue per CPU, answered on the CPU that sent them, "          \
-      "instead of /dev/fuse (Linux 6.14+): auto (when the kernel offers it: "                                       \
-      "/sys/module/fuse/parameters/enable_uring is Y), on (also sets that parameter, as root), off "                \
-      "(fs/kernel/wire/fuse_uring.h)")                                                                              \
+      "instead of /dev/fuse (Linux 6.14+): auto and on (as root, turn on "                                           \
+      "/sys/module/fuse/parameters/enable_uring when it is off, which lets FUSE servers that ask use io_uring; "    \
+      "not as root, only if it is on already; on warns when it cannot be had), off (fs/kernel/wire/fuse_uring.h)")  \
   KEY(raw_overlay, AutoOff, AutoOff::automatic, "--raw-overlay",                                                    \
       "Each dataset's raw/ under a read-only overlayfs mounted over it (as root), whose files answer ioctls "       \
       "in the kernel: Python's open() then costs no round trip to dlfsd for its isatty(), which the kernel "        \

@@ -171,13 +171,20 @@ bool KernelSession::use_wire_io() {
 
 bool KernelSession::want_uring() const {
   if (config_.fuse_uring == Toggle::off) return false;
-  if (config_.fuse_uring == Toggle::on && !kernel_enables_uring()) {
+  // The parameter only lets FUSE servers that ask for io_uring have it (the
+  // others keep /dev/fuse), and each request then costs a fraction of a
+  // /dev/fuse round trip (docs/benchmarks.md, "FUSE over io_uring"): auto
+  // turns it on as root, as on does, and says so.
+  if (!kernel_enables_uring() && (config_.fuse_uring == Toggle::on || ::geteuid() == 0)) {
     std::ofstream out(kEnableUringParam);
-    if (!(out << "Y" << std::flush))
+    if (out << "Y" << std::flush)
+      spdlog::info("turned on {} (FUSE servers that ask may use io_uring; --fuse-uring off keeps dlfsd off it)",
+                   kEnableUringParam);
+    else if (config_.fuse_uring == Toggle::on)
       spdlog::warn("FUSE over io_uring: cannot turn on {} (needs root and Linux 6.14+); requests go through /dev/fuse",
                    kEnableUringParam);
   }
-  if (!kernel_enables_uring()) return false;  // auto: the kernel would not offer it
+  if (!kernel_enables_uring()) return false;  // the kernel would not offer it
   if (Status s = probe_uring(); !s) {
     spdlog::warn("FUSE over io_uring is off: {}", s.message());
     return false;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # FUSE over io_uring (fs/kernel/wire/fuse_uring.h) through a real mount:
-#  - with the fuse module's enable_uring off, `--fuse-uring auto` serves
-#    through /dev/fuse (the kernel offers nothing); `on` turns it on and
-#    every request then comes through the queues;
+#  - `--fuse-uring off` serves through /dev/fuse and leaves the fuse
+#    module's enable_uring off; `auto` (the default) as root turns it on, says
+#    so in the log, and every request then comes through the queues; so does
+#    `on`;
 #  - readers that arrive while the dataset scans are parked, answered later
 #    from another thread, and the queues grow an entry for each instead of
 #    stalling: stats answer at once;
@@ -25,13 +26,23 @@ now_ms() { date +%s%3N; }
 
 "$PYTHON" "$GEN_DATASET" files "$WORK/data" --count 500 --size 3K --dirs 5 --seed 35 >/dev/null
 
-# Off in the kernel: auto does not use it, and it serves.
+# off: /dev/fuse, and the parameter stays as it was.
+start_daemon "$WORK/mnt-off" "$WORK/dlfsd-off.log" --backend "$WORK/data" --name ds --seed 35 --fuse-uring off
+wait_loaded "$WORK/mnt-off"
+[ "$(uring "$WORK/mnt-off" in_use)" = False ] || fail "--fuse-uring off used io_uring"
+"$PYTHON" "$CHECK" --mnt "$WORK/mnt-off" --backend "$WORK/data" --epoch 0 | tee "$WORK/off.txt"
+stop_daemon "$DAEMON_PID" "$WORK/mnt-off"
+[ "$(cat "$PARAM")" = N ] || fail "--fuse-uring off changed $PARAM"
+
+# auto (the default) as root: turns the parameter on, says so, and serves through the queues.
 start_daemon "$WORK/mnt-auto" "$WORK/dlfsd-auto.log" --backend "$WORK/data" --name ds --seed 35
 wait_loaded "$WORK/mnt-auto"
-[ "$(uring "$WORK/mnt-auto" in_use)" = False ] || fail "auto used io_uring though $PARAM was N"
-"$PYTHON" "$CHECK" --mnt "$WORK/mnt-auto" --backend "$WORK/data" --epoch 0 | tee "$WORK/auto.txt"
+[ "$(cat "$PARAM")" = Y ] || fail "auto as root did not turn $PARAM on"
+grep -q "turned on $PARAM" "$WORK/dlfsd-auto.log" || fail "auto turned $PARAM on without saying so"
+[ "$(uring "$WORK/mnt-auto" in_use)" = True ] || fail "auto as root: io_uring not in use"
+"$PYTHON" "$CHECK" --mnt "$WORK/mnt-auto" --backend "$WORK/data" --epoch 0 >/dev/null
 stop_daemon "$DAEMON_PID" "$WORK/mnt-auto"
-[ "$(cat "$PARAM")" = N ] || fail "auto changed $PARAM"
+echo N >"$PARAM"
 
 # On, with a scan held back 3 s. A queue hands a request over only when one
 # of its entries commits (fs/kernel/wire/fuse_uring.h): the parked burst stays below the
@@ -101,6 +112,6 @@ grep -q "requests go through /dev/fuse" "$WORK/dlfsd-fail.log" || fail "the fail
 stop_daemon "$DAEMON_PID" "$WORK/mnt-fail"
 log "a queue that fails its setup: served through /dev/fuse"
 
-[ "$(grep '^view' "$WORK/auto.txt")" = "$(grep '^view' "$WORK/on.txt")" ] ||
+[ "$(grep '^view' "$WORK/off.txt")" = "$(grep '^view' "$WORK/on.txt")" ] ||
   fail "epoch 0's view differs between /dev/fuse and io_uring"
 log "ok"

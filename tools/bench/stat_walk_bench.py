@@ -51,6 +51,7 @@ def main():
     ap = cli.parser(__doc__, workdir="/tmp/dlfs-bench-walk", repeat=3, quick="2,000 files of 3 KiB, one repetition")
     ap.add_argument("--count", type=int, default=20000, help="files in the dataset")
     ap.add_argument("--size", type=cli.size_arg, default=100 << 10, help="bytes per file")
+    ap.add_argument("--dlfsd-args", default="", help="more dlfsd flags, as one string (e.g. '--fuse-uring on')")
     a = ap.parse_args()
     cli.require_root(ap, "drop_caches, and the raw overlay as deployed")
     if a.quick:
@@ -66,7 +67,7 @@ def main():
     runs = {"backend": [], "raw_cold": [], "raw_warm": [], "cached_growth": []}
     spent_requests = []
     with daemons.Daemons() as d:
-        served = d.serve(dlfsd, a.workdir, "walk", data, prefix="walk")
+        served = d.serve(dlfsd, a.workdir, "walk", data, extra=a.dlfsd_args.split(), prefix="walk")
         raw = os.path.join(served.mnt, "ds", "raw")
         overlay = (stats.ctl_stats(ctl, served.sock).get("fuse") or {}).get("raw_overlay", {}).get("mounted") or []
         report.log(f"raw/ {'under its overlay' if overlay else 'without an overlay'}; "
