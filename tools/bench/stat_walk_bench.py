@@ -13,9 +13,19 @@ against the dataset's size, and the FUSE requests and pushed bytes the walk
 cost dlfsd. Goals (docs/benchmarks.md): page cache growth under 1% of the
 data; time at most 2x the backend's, cold and warm.
 
-  tools/bench/stat_walk_bench.py [--count 20000] [--size 100K] [--repeat 3]
+Then first reads: after drop_caches, Python's open().read() of a shuffled
+sample of the files (--first-reads, one process), over the backend and over
+raw/ of three dlfsd: under the overlay (a file is pushed into the page cache
+at the overlay's getxattr once its reader has read a raw file), without it
+(pushed at open()'s isatty() ioctl), and under the overlay with pushes off
+(--raw-push-size 0: every first read is a READ round trip). What a file's
+first open gains from the push is the time and the READs against that last
+one.
+
+  tools/bench/stat_walk_bench.py [--count 20000] [--size 100K] [--repeat 3] [--first-reads 5000]
 """
 import os
+import random
 import subprocess
 import sys
 import time
@@ -51,6 +61,7 @@ def main():
     ap = cli.parser(__doc__, workdir="/tmp/dlfs-bench-walk", repeat=3, quick="2,000 files of 3 KiB, one repetition")
     ap.add_argument("--count", type=int, default=20000, help="files in the dataset")
     ap.add_argument("--size", type=cli.size_arg, default=100 << 10, help="bytes per file")
+    ap.add_argument("--first-reads", type=int, default=5000, help="files read in the first-reads part (0: skip it)")
     ap.add_argument("--dlfsd-args", default="", help="more dlfsd flags, as one string (e.g. '--fuse-uring on')")
     a = ap.parse_args()
     cli.require_root(ap, "drop_caches, and the raw overlay as deployed")
@@ -97,6 +108,48 @@ def main():
     print(f"  page cache growth during the cold raw/ walk: {m['cached_growth'] / 2**20:.1f} MiB, "
           f"{100 * share:.2f}% of the data (goal < 1%)")
     print(f"  cost to dlfsd of the last cold walk: {spent_requests[-1]}")
+    if a.first_reads > 0:
+        first_reads(a, dlfsd, ctl, data)
+
+
+# The dlfsd of the first-reads part: name, extra flags.
+FIRST_READ_VARIANTS = [
+    ("overlay", []),
+    ("no overlay", ["--raw-overlay", "off"]),
+    ("overlay, no push", ["--raw-push-size", "0"]),
+]
+
+
+def first_reads(a, dlfsd, ctl, data):
+    names = readers.files_under(data)
+    names = random.Random(7).sample(names, min(a.first_reads, len(names)))
+    runs = {"backend": []}
+    spent = {}
+    with daemons.Daemons() as d:
+        served = {}
+        for tag, extra in FIRST_READ_VARIANTS:
+            served[tag] = d.serve(dlfsd, a.workdir, tag.replace(" ", "").replace(",", "-"), data,
+                                  extra=extra + a.dlfsd_args.split(), prefix="first")
+            runs[tag] = []
+        for r in range(a.repeat):
+            readers.drop_caches()
+            runs["backend"].append(readers.read_shuffled(data, names, r)[1])
+            for tag, sv in served.items():
+                readers.drop_caches()
+                before = stats.fuse_requests(stats.ctl_stats(ctl, sv.sock))
+                runs[tag].append(readers.read_shuffled(os.path.join(sv.mnt, "ds", "raw"), names, r)[1])
+                after = stats.fuse_requests(stats.ctl_stats(ctl, sv.sock))
+                spent[tag] = stats.per_sample(before, after, len(names))
+            report.log(f"first reads rep {r}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in runs.items()))
+    m = report.medians(runs)
+    print(f"\nfirst reads (Python open().read() after drop_caches) of {len(names)} files of {a.size} bytes, "
+          f"medians of {a.repeat}:")
+    print(f"  backend {m['backend']:.2f}s ({len(names) / m['backend']:,.0f} files/s)")
+    for tag, _ in FIRST_READ_VARIANTS:
+        per = {k: round(v, 2) for k, v in (spent.get(tag) or {}).items() if v >= 0.01}
+        print(f"  raw/ {tag}: {m[tag]:.2f}s ({len(names) / m[tag]:,.0f} files/s, "
+              f"{report.paired_ratio(runs[tag], runs['backend']):.2f}x the backend's time, "
+              f"{report.paired_ratio(runs[tag], runs['overlay, no push']):.2f}x without pushes); requests per file {per}")
 
 
 if __name__ == "__main__":
