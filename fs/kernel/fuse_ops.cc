@@ -219,8 +219,21 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   do_opendir(req, ino, fi);
 }
 
+// A listing reply's buffer, kept by each thread: a zeroed vector per request
+// (the kernel asks for as much as the reader's getdents buffer, 32 KiB from
+// glibc's readdir) cost page faults on every listing.
+char* listing_buffer(size_t size) {
+  thread_local std::unique_ptr<char[]> buf;
+  thread_local size_t capacity = 0;
+  if (capacity < size) {
+    buf.reset(new char[size]);
+    capacity = size;
+  }
+  return buf.get();
+}
+
 void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
-  std::vector<char> buf(size);
+  char* const buf = listing_buffer(size);
   size_t used = 0;
   const auto& o = ctx(req).options;
   auto add = [&](std::string_view name, const Attr& a, uint64_t next) {
@@ -232,10 +245,10 @@ void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plu
         e.ino = 0;
         e.entry_timeout = e.attr_timeout = 0;
       }
-      need = fuse_add_direntry_plus(req, buf.data() + used, size - used, n.c_str(), &e, static_cast<off_t>(next));
+      need = fuse_add_direntry_plus(req, buf + used, size - used, n.c_str(), &e, static_cast<off_t>(next));
     } else {
       auto st = to_stat(a);
-      need = fuse_add_direntry(req, buf.data() + used, size - used, n.c_str(), &st, static_cast<off_t>(next));
+      need = fuse_add_direntry(req, buf + used, size - used, n.c_str(), &st, static_cast<off_t>(next));
     }
     if (need > size - used) return false;
     used += need;
@@ -243,7 +256,7 @@ void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plu
   };
   Status s = ctx(req).ns.readdir(ino, static_cast<uint64_t>(off), add, plus);
   if (!s) return reply_error(req, s, "readdir");
-  fuse_reply_buf(req, buf.data(), used);
+  fuse_reply_buf(req, buf, used);
 }
 
 void guarded_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
