@@ -75,13 +75,16 @@ Result<std::unique_ptr<Dataset>> Dataset::open(const DatasetConfig& config, uint
   if (::stat(config.backend.c_str(), &st) == 0)
     ds->root_mtime_ns_ = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
 
+  const auto audience_start = std::chrono::steady_clock::now();
   auto audience = audience_of(config, ds->manifest_);
   if (!audience) return audience.status().with_context(what);
   ds->audience_ = std::move(audience).value();
   {
     const Audience& a = ds->audience_;
-    auto line = fmt::format("[{}] views readable by {} (owner {}, group {}, mode {:04o}): {}", config.name, a.readers,
-                            a.uid, a.gid, a.file_mode(), a.why);
+    const double audience_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - audience_start).count();
+    auto line = fmt::format("[{}] views readable by {} (owner {}, group {}, mode {:04o}; {:.3f}s to derive): {}",
+                            config.name, a.readers, a.uid, a.gid, a.file_mode(), audience_s, a.why);
     if (a.more_open_than_backend())
       spdlog::warn("{}", line);
     else

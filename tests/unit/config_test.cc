@@ -80,6 +80,19 @@ TEST(Config, ValidationCatchesInconsistencies) {
   EXPECT_NE(validate_config(c).message().find("record_size"), std::string::npos);
   c.datasets[1].format.record_size = 10;
   EXPECT_TRUE(validate_config(c).is_ok());
+  // Who may read the views: a typo must not leave them open or closed.
+  c.datasets[1].view_group = "no-such-group-dlfs";
+  EXPECT_NE(validate_config(c).message().find("dataset 'b': view_group: no group 'no-such-group-dlfs'"),
+            std::string::npos)
+      << validate_config(c).message();
+  c.datasets[1].view_group = "60010";
+  c.datasets[1].view_owner = "no-such-user-dlfs";
+  EXPECT_NE(validate_config(c).message().find("view_owner: no user 'no-such-user-dlfs'"), std::string::npos);
+  c.datasets[1].view_owner = "root";
+  c.datasets[1].view_mode = "0x44";
+  EXPECT_NE(validate_config(c).message().find("view_mode '0x44' is not a mode"), std::string::npos);
+  c.datasets[1].view_mode = "0440";
+  EXPECT_TRUE(validate_config(c).is_ok()) << validate_config(c).message();
 }
 
 TEST(Config, MemoryBudgetResolves) {
