@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/units.h"
+#include "plan/round_placement.h"
 
 namespace dlfs::cache {
 
@@ -34,17 +35,40 @@ void RoundPipeline::Pin::release() {
 
 const std::byte* RoundPipeline::Pin::sample_ptr(uint64_t sample_begin_offset, uint64_t chunk) const {
   const Slot& s = p_->slots_[slot_];
-  return s.base + s.chunk_offset[chunk] + (sample_begin_offset - p_->shape_.chunk_begin[chunk]);
+  return s.base + holder_offset(sample_begin_offset, chunk);
 }
+
+bool RoundPipeline::Pin::local(uint64_t chunk) const { return holder(chunk) == p_->members_.self; }
+
+uint32_t RoundPipeline::Pin::holder(uint64_t chunk) const { return p_->slots_[slot_].chunk_member[chunk]; }
+
+uint64_t RoundPipeline::Pin::holder_offset(uint64_t sample_begin_offset, uint64_t chunk) const {
+  return p_->slots_[slot_].chunk_offset[chunk] + (sample_begin_offset - p_->shape_.chunk_begin[chunk]);
+}
+
+uint64_t RoundPipeline::Pin::epoch() const { return p_->slots_[slot_].epoch; }
+uint32_t RoundPipeline::Pin::round() const { return p_->slots_[slot_].round; }
 
 RoundPipeline::RoundPipeline(const PlanShape& shape, const BackendReader& backend, OrderSource orders,
                              unsigned threads)
     : shape_(shape), backend_(backend), orders_(std::move(orders)), threads_(threads ? threads : 1) {}
 
 Result<std::unique_ptr<RoundPipeline>> RoundPipeline::create(const PlanShape& shape, const BackendReader& backend,
-                                                             OrderSource orders, unsigned threads) {
+                                                             OrderSource orders, unsigned threads,
+                                                             const RoundMembers* members) {
   std::unique_ptr<RoundPipeline> p(new RoundPipeline(shape, backend, std::move(orders), threads));
-  p->slot_bytes_ = (round_slot_bytes(shape) + 4095) & ~4095ull;
+  uint64_t slot = round_slot_bytes(shape);
+  if (members) {
+    if (members->self >= members->slot_bytes.size())
+      return Status(EINVAL, "round members: this node (" + std::to_string(members->self) + ") is not one of the " +
+                                std::to_string(members->slot_bytes.size()));
+    p->members_ = *members;
+    p->spread_ = true;
+    slot = members->slot_bytes[members->self];
+  } else {
+    p->members_.slot_bytes = {slot};
+  }
+  p->slot_bytes_ = (slot + 4095) & ~4095ull;
   p->map_len_ = 2 * p->slot_bytes_;
   void* m = ::mmap(nullptr, p->map_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (m == MAP_FAILED)
@@ -54,6 +78,7 @@ Result<std::unique_ptr<RoundPipeline>> RoundPipeline::create(const PlanShape& sh
   for (int i = 0; i < 2; ++i) {
     p->slots_[i].base = p->map_ + i * p->slot_bytes_;
     p->slots_[i].chunk_offset.assign(shape.chunk_count(), kNoOffset);
+    p->slots_[i].chunk_member.assign(shape.chunk_count(), p->members_.self);
   }
   p->loader_ = std::thread([raw = p.get()] { raw->load_thread(); });
   return p;
@@ -66,7 +91,30 @@ RoundPipeline::~RoundPipeline() {
   }
   cv_.notify_all();
   if (loader_.joinable()) loader_.join();
+  {
+    std::lock_guard lk(mu_);
+    for (int i = 0; i < 2; ++i) retire(i);
+  }
   if (map_) ::munmap(map_, map_len_);
+}
+
+void RoundPipeline::set_slot_events(SlotEvents events) {
+  std::lock_guard lk(mu_);
+  slot_events_ = std::move(events);
+}
+
+void RoundPipeline::retire(int i) {
+  Slot& s = slots_[i];
+  if (!s.served) return;
+  s.served = false;
+  if (slot_events_.retired) slot_events_.retired(i);
+}
+
+uint64_t RoundPipeline::own_bytes(const EpochOrder& order, uint32_t round) const {
+  const Round& r = order.rounds[round];
+  if (!spread_) return r.bytes;
+  auto placed = plan::place_round(shape_, r, members_.slot_bytes);
+  return placed ? placed->member_bytes[members_.self] : 0;
 }
 
 double RoundPipeline::now_s() const {
@@ -103,21 +151,37 @@ int RoundPipeline::victim(uint64_t epoch, uint32_t round) const {
 
 void RoundPipeline::start_load(int i, std::shared_ptr<const EpochOrder> order, uint32_t round) {
   Slot& s = slots_[i];
+  retire(i);  // peers stop reading it before its bytes change
   if (s.order)
     for (uint32_t c : s.order->rounds[s.round].chunks) s.chunk_offset[c] = kNoOffset;
   s.state = Slot::State::loading;
   s.epoch = order->epoch;
   s.round = round;
   s.order = std::move(order);
-  uint64_t off = 0;
-  for (uint32_t c : s.order->rounds[round].chunks) {
-    s.chunk_offset[c] = off;
-    off += shape_.chunk_bytes[c];
+  const Round& r = s.order->rounds[round];
+  uint64_t own = 0;
+  if (!spread_) {
+    for (uint32_t c : r.chunks) {
+      s.chunk_offset[c] = own;
+      s.chunk_member[c] = members_.self;
+      own += shape_.chunk_bytes[c];
+    }
+  } else if (auto placed = plan::place_round(shape_, r, members_.slot_bytes); placed) {
+    for (size_t k = 0; k < r.chunks.size(); ++k) {
+      s.chunk_offset[r.chunks[k]] = placed->offset[k];
+      s.chunk_member[r.chunks[k]] = placed->member[k];
+    }
+    own = placed->member_bytes[members_.self];
+  } else {  // the planner sizes rounds to fit: never here, but never an overrun either
+    spdlog::error("round {} of epoch {}: {}; its samples will be read from the backend", round, s.epoch,
+                  placed.status().message());
+    s.state = Slot::State::failed;
   }
   RoundEvent ev;
   ev.epoch = s.epoch;
   ev.round = round;
-  ev.bytes = off;
+  ev.bytes = own;
+  s.own_bytes = own;
   ev.load_start_s = now_s();
   events_.push_back(ev);
   if (events_.size() > kTimeline) {
@@ -125,6 +189,11 @@ void RoundPipeline::start_load(int i, std::shared_ptr<const EpochOrder> order, u
     ++events_dropped_;
   }
   s.event = events_dropped_ + events_.size() - 1;
+  if (s.state == Slot::State::failed) {
+    events_.back().failed = true;
+    cv_.notify_all();
+    return;
+  }
   queue_.push_back(i);
   cv_.notify_all();
 }
@@ -208,6 +277,7 @@ void RoundPipeline::load(int i) {
   auto worker = [&] {
     for (size_t k = next++; k < r.chunks.size() && !failed; k = next++) {
       uint32_t c = r.chunks[k];
+      if (s.chunk_member[c] != members_.self) continue;  // another member loads it
       Status st = backend_.read(shape_.chunk_begin[c],
                                 std::span<std::byte>(s.base + s.chunk_offset[c], shape_.chunk_bytes[c]));
       if (!st) {
@@ -227,6 +297,10 @@ void RoundPipeline::load(int i) {
     if (RoundEvent* ev = event(s.event)) {
       ev->load_end_s = now_s();
       ev->failed = failed;
+    }
+    if (!failed && slot_events_.ready) {
+      s.served = true;
+      slot_events_.ready(i, s.epoch, s.round, s.base, s.own_bytes);
     }
   }
   cv_.notify_all();

@@ -9,7 +9,17 @@
 // or readers are far apart and keep evicting each other), acquire() says so
 // and the caller reads from the backend: slower, never wrong.
 //
-// Lock order: mu_ only; loads run without it and publish under it.
+// Rounds over the job's memory (issue 37, plan/round_placement.h): with
+// RoundMembers, a round is spread over the members' slots by place_round();
+// this pipeline loads only the chunks placed on itself, and a Pin says for
+// every chunk of its round which member holds it and where (a chunk held
+// elsewhere is read from that member, or the backend). SlotEvents tell the
+// transport when a slot's bytes may be served to peers and before they
+// change.
+//
+// Lock order: mu_, then whatever SlotEvents' callbacks take (they run under
+// mu_ and must not call back into the pipeline); loads run without mu_ and
+// publish under it.
 #pragma once
 
 #include <chrono>
@@ -43,12 +53,28 @@ struct RoundEvent {
   bool failed = false;
 };
 
+// The job's members and their round slots, when rounds span their memory.
+struct RoundMembers {
+  std::vector<uint64_t> slot_bytes;  // per member (index = rank)
+  uint32_t self = 0;
+};
+
+// A slot's bytes as peers may read them: `ready` once a round is loaded in
+// it (its bytes stay put until `retired`), `retired` before the slot is
+// reused or unmapped (after it returns, the caller must read none of it).
+struct SlotEvents {
+  std::function<void(int slot, uint64_t epoch, uint32_t round, const std::byte* base, uint64_t bytes)> ready;
+  std::function<void(int slot)> retired;
+};
+
 class RoundPipeline {
  public:
   using OrderSource = std::function<std::shared_ptr<const EpochOrder>(uint64_t epoch)>;
 
+  // members: null for a round held whole by this node.
   static Result<std::unique_ptr<RoundPipeline>> create(const PlanShape& shape, const BackendReader& backend,
-                                                       OrderSource orders, unsigned threads);
+                                                       OrderSource orders, unsigned threads,
+                                                       const RoundMembers* members = nullptr);
   ~RoundPipeline();
   RoundPipeline(const RoundPipeline&) = delete;
   RoundPipeline& operator=(const RoundPipeline&) = delete;
@@ -61,8 +87,16 @@ class RoundPipeline {
     Pin& operator=(Pin&& o) noexcept;
     ~Pin() { release(); }
     explicit operator bool() const { return p_ != nullptr; }
-    // Pointer to `sample`'s first byte (the sample must belong to the round).
+    // Pointer to `sample`'s first byte (the sample must belong to the round,
+    // its chunk held here: local()).
     const std::byte* sample_ptr(uint64_t sample_begin_offset, uint64_t chunk) const;
+    // Where a chunk of the round is: whether this node holds it, which
+    // member does, and a sample's first byte in that member's slot.
+    bool local(uint64_t chunk) const;
+    uint32_t holder(uint64_t chunk) const;
+    uint64_t holder_offset(uint64_t sample_begin_offset, uint64_t chunk) const;
+    uint64_t epoch() const;
+    uint32_t round() const;
 
    private:
     friend class RoundPipeline;
@@ -81,7 +115,11 @@ class RoundPipeline {
 
   // True if round `round` of `epoch` is loaded now (no pin: it may go soon).
   bool is_ready(uint64_t epoch, uint32_t round) const;
+  // Before reads start (or with events that outlive the pipeline).
+  void set_slot_events(SlotEvents events);
   uint64_t slot_bytes() const { return slot_bytes_; }
+  // Bytes of `round` of `order`'s epoch this node loads (all of it without members).
+  uint64_t own_bytes(const EpochOrder& order, uint32_t round) const;
   std::vector<RoundEvent> timeline() const;  // oldest first, at most kTimeline
   uint64_t stalls() const;                   // acquires that had to wait for a load
   static constexpr size_t kTimeline = 256;
@@ -94,11 +132,15 @@ class RoundPipeline {
     uint32_t round = 0;
     int pins = 0;
     std::shared_ptr<const EpochOrder> order;
-    std::vector<uint64_t> chunk_offset;  // per chunk of the dataset: offset in this slot, or ~0
+    std::vector<uint64_t> chunk_offset;  // per chunk of the dataset: offset in its holder's slot, or ~0
+    std::vector<uint32_t> chunk_member;  // per chunk of the round: its holder (members_.self without members)
+    uint64_t own_bytes = 0;              // of the round, loaded into this slot
+    bool served = false;                 // slot_events_.ready was called and retired not yet
     size_t event = 0;                    // index into events_ (absolute count)
   };
 
   RoundPipeline(const PlanShape& shape, const BackendReader& backend, OrderSource orders, unsigned threads);
+  void retire(int slot);  // under mu_: tells events_ before the slot changes
   int find(uint64_t epoch, uint32_t round) const;   // under mu_
   int victim(uint64_t epoch, uint32_t round) const; // under mu_; -1 if none free
   void start_load(int slot, std::shared_ptr<const EpochOrder> order, uint32_t round);  // under mu_
@@ -111,6 +153,9 @@ class RoundPipeline {
   const BackendReader& backend_;
   OrderSource orders_;
   unsigned threads_;
+  RoundMembers members_;  // one member, self, when the round is held whole here
+  bool spread_ = false;   // rounds span the members
+  SlotEvents slot_events_;
   uint64_t slot_bytes_ = 0;
   uint64_t map_len_ = 0;
   std::byte* map_ = nullptr;

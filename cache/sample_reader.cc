@@ -124,7 +124,8 @@ Status SampleReader::check_sample(uint64_t s, const SampleContext& at, bool plac
     big.resize(len);
     bytes = big;
   }
-  if (const RoundPipeline::Pin* p = placed ? pin(at, out) : nullptr) {
+  const RoundPipeline::Pin* p = placed ? pin(at, out) : nullptr;
+  if (p && p->local(shape_->chunk_of(s))) {
     // The planner's chunks include the bytes checked before a sample.
     std::memcpy(bytes.data(), p->sample_ptr(offset, shape_->chunk_of(s)), len);
   } else if (const std::byte* mem = buffer_.resident_span(offset, len)) {
@@ -140,7 +141,10 @@ Status SampleReader::gather_piece(uint64_t s, uint64_t from, uint64_t n, const S
                                   Gather& out, ReadCounters& c) const {
   const uint64_t sample_begin = m_.sample_data_offset(s);
   const uint64_t begin = sample_begin + from;
-  if (const RoundPipeline::Pin* p = placed ? pin(at, out) : nullptr) {
+  // A chunk of the round another member holds (rounds over the job's
+  // memory) is read as any byte not here: from a peer or the backend.
+  const RoundPipeline::Pin* p = placed ? pin(at, out) : nullptr;
+  if (p && p->local(shape_->chunk_of(s))) {
     out.add_ref(p->sample_ptr(sample_begin, shape_->chunk_of(s)) + from, n);
     count(c.memory_bytes, n);
     return Status::ok();

@@ -5,11 +5,15 @@
 // bytes served from the round buffers, as scenario 12 checks through FUSE)
 // and on RoundPipeline itself (pins, double buffering, no wait for a slot
 // while holding one).
+#include <map>
+#include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "cache_test_util.h"
 #include "plan/round_plan.h"
+#include "plan/round_placement.h"
 #include "views_test_util.h"
 
 namespace dlfs::fs::test {
@@ -185,6 +189,102 @@ TEST_F(RoundPipelineTest, AReaderHoldingAPinNeverWaitsForASlot) {
   ASSERT_TRUE(p2);
   expect_round_bytes(p2, 2);
   expect_round_bytes(p1, 1);  // the other buffer was left alone
+}
+
+// Rounds over the job's memory (issue 37): three members with equal slots,
+// this one member 1. The shape's rounds are sized for the three slots; the
+// pipeline loads only the chunks placed on it, says who holds the others,
+// and tells the transport when a slot may be served and before it changes.
+class SpreadRoundPipelineTest : public RoundPipelineTest {
+ protected:
+  void SetUp() override {
+    RoundPipelineTest::SetUp();
+    pipe_.reset();
+    members_.slot_bytes = {40 << 10, 40 << 10, 40 << 10};
+    members_.self = 1;
+    shape_.round_bytes = plan::aggregate_round_bytes(members_.slot_bytes, plan::largest_chunk(shape_));
+    order0_ = order(0);
+    ASSERT_GE(order0_->rounds.size(), 2u);
+    auto p = cache::RoundPipeline::create(shape_, *d_->reader, [this](uint64_t e) { return order(e); }, 2, &members_);
+    ASSERT_TRUE(p.is_ok()) << p.status().message();
+    pipe_ = std::move(p).value();
+    pipe_->set_slot_events({[this](int slot, uint64_t epoch, uint32_t round, const std::byte*, uint64_t bytes) {
+                              std::lock_guard lk(mu_);
+                              log_.push_back("ready " + std::to_string(slot) + " " + std::to_string(epoch) + "/" +
+                                             std::to_string(round) + " " + std::to_string(bytes));
+                            },
+                            [this](int slot) {
+                              std::lock_guard lk(mu_);
+                              log_.push_back("retired " + std::to_string(slot));
+                            }});
+  }
+  // The pipeline's events write to the members below: it goes first.
+  void TearDown() override { pipe_.reset(); }
+  std::vector<std::string> log() {
+    std::lock_guard lk(mu_);
+    return log_;
+  }
+  cache::RoundMembers members_;
+  std::mutex mu_;
+  std::vector<std::string> log_;
+};
+
+TEST_F(SpreadRoundPipelineTest, LoadsOnlyItsPartAndKnowsWhoHoldsTheRest) {
+  const auto rounds = static_cast<uint32_t>(order0_->rounds.size());
+  for (uint32_t j = 0; j < rounds; ++j) {
+    auto placed = plan::place_round(shape_, order0_->rounds[j], members_.slot_bytes);
+    ASSERT_TRUE(placed.is_ok()) << placed.status().message();
+    auto pin = pipe_->acquire(order0_, j);
+    ASSERT_TRUE(pin) << "round " << j;
+    EXPECT_EQ(pin.epoch(), 0u);
+    EXPECT_EQ(pin.round(), j);
+    const auto& r = order0_->rounds[j];
+    uint64_t mine = 0;
+    for (size_t k = 0; k < r.chunks.size(); ++k) {
+      const uint32_t c = r.chunks[k];
+      EXPECT_EQ(pin.holder(c), placed->member[k]) << "chunk " << c;
+      EXPECT_EQ(pin.local(c), placed->member[k] == 1u);
+      EXPECT_EQ(pin.holder_offset(shape_.chunk_begin[c], c), placed->offset[k]);
+      if (!pin.local(c)) continue;
+      mine += shape_.chunk_bytes[c];
+      // Its own chunks hold the byte space's bytes.
+      const std::byte* p = pin.sample_ptr(shape_.chunk_begin[c], c);
+      ASSERT_TRUE(std::equal(p, p + shape_.chunk_bytes[c], d_->bytes.begin() + static_cast<long>(shape_.chunk_begin[c])))
+          << "chunk " << c;
+    }
+    EXPECT_EQ(mine, placed->member_bytes[1]);
+    EXPECT_EQ(pipe_->own_bytes(*order0_, j), mine);
+    for (const auto& ev : pipe_->timeline())
+      if (ev.epoch == 0 && ev.round == j) EXPECT_EQ(ev.bytes, mine) << "it loads its part, no more";
+    EXPECT_LE(mine, pipe_->slot_bytes());
+  }
+}
+
+TEST_F(SpreadRoundPipelineTest, SlotsAreRetiredBeforeTheyChangeAndAtTheEnd) {
+  const auto rounds = static_cast<uint32_t>(order0_->rounds.size());
+  for (uint32_t j = 0; j < rounds; ++j) ASSERT_TRUE(pipe_->acquire(order0_, j)) << "round " << j;
+  pipe_.reset();
+  const auto events = log();
+  // Each slot alternates ready and retired, starting with ready and ending
+  // retired: a slot is never reloaded while served.
+  std::map<std::string, std::string> last;
+  for (const auto& e : events) {
+    const std::string kind = e.substr(0, e.find(' '));
+    const std::string slot = e.substr(kind.size() + 1, 1);
+    if (kind == "ready") EXPECT_NE(last[slot], "ready") << "slot " << slot << " served twice without retiring";
+    else EXPECT_EQ(last[slot], "ready") << "slot " << slot << " retired while not served";
+    last[slot] = kind;
+  }
+  ASSERT_FALSE(events.empty());
+  for (const auto& [slot, kind] : last) EXPECT_EQ(kind, "retired") << "slot " << slot << " still served at the end";
+  EXPECT_NE(events.front().find("ready"), std::string::npos);
+}
+
+TEST_F(RoundPipelineTest, AMemberOutsideTheMembersIsRefused) {
+  cache::RoundMembers members{{4096, 4096}, 2};
+  auto p = cache::RoundPipeline::create(shape_, *d_->reader, {}, 1, &members);
+  ASSERT_FALSE(p.is_ok());
+  EXPECT_NE(p.status().message().find("this node (2) is not one of the 2"), std::string::npos) << p.status().message();
 }
 
 }  // namespace
