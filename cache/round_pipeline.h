@@ -97,6 +97,7 @@ class RoundPipeline {
     uint64_t holder_offset(uint64_t sample_begin_offset, uint64_t chunk) const;
     uint64_t epoch() const;
     uint32_t round() const;
+    int slot() const { return slot_; }
 
    private:
     friend class RoundPipeline;

@@ -141,13 +141,26 @@ Status SampleReader::gather_piece(uint64_t s, uint64_t from, uint64_t n, const S
                                   Gather& out, ReadCounters& c) const {
   const uint64_t sample_begin = m_.sample_data_offset(s);
   const uint64_t begin = sample_begin + from;
-  // A chunk of the round another member holds (rounds over the job's
-  // memory) is read as any byte not here: from a peer or the backend.
   const RoundPipeline::Pin* p = placed ? pin(at, out) : nullptr;
   if (p && p->local(shape_->chunk_of(s))) {
     out.add_ref(p->sample_ptr(sample_begin, shape_->chunk_of(s)) + from, n);
     count(c.memory_bytes, n);
     return Status::ok();
+  }
+  // A chunk of the round another member holds (rounds over the job's
+  // memory): from that member's slot, else as any byte not here.
+  if (p) {
+    const uint64_t chunk = shape_->chunk_of(s);
+    std::byte* dst = out.alloc(n);
+    RoundRemote* remote = round_remote_.load(std::memory_order_acquire);
+    if (remote && remote->fetch_round(p->holder(chunk), p->epoch(), p->round(), p->slot(),
+                                      p->holder_offset(sample_begin, chunk) + from, std::span<std::byte>(dst, n))) {
+      count(c.round_remote_bytes, n);
+      return Status::ok();
+    }
+    count(c.fetched_reads, 1);
+    count(c.fetched_bytes, n);
+    return fetcher_.read(begin, std::span<std::byte>(dst, n));
   }
   const bool ring = placed && at.ring != nullptr;
   const std::byte* mem = buffer_.resident_span(begin, n);

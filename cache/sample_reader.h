@@ -36,6 +36,7 @@
 #include "cache/gather.h"
 #include "cache/read_ring.h"
 #include "cache/round_pipeline.h"
+#include "cache/round_remote.h"
 #include "cache/storage_buffer.h"
 #include "plan/round_plan.h"
 #include "provenance/manifest.h"
@@ -55,6 +56,7 @@ struct SampleContext {
 struct ReadCounters {
   std::atomic<uint64_t> memory_bytes{0};   // resident extents or a round buffer, referenced in place
   std::atomic<uint64_t> ring_hits{0};      // pieces served from a read-ahead ring
+  std::atomic<uint64_t> round_remote_bytes{0};  // of a round another member holds, from its memory
   std::atomic<uint64_t> fetched_reads{0};  // pieces the request fetched itself (peer or backend)
   std::atomic<uint64_t> fetched_bytes{0};
   std::atomic<uint64_t> extents_loaded{0};     // absent extents a read claimed and loaded (or failed)
@@ -92,6 +94,10 @@ class SampleReader {
   // The wait for an extent being loaded by another thread (0: never wait,
   // read the backend). Set before reads start.
   void set_load_wait(std::chrono::nanoseconds wait) { load_wait_ = wait; }
+  // Where chunks of a round that other members hold are read (rounds over
+  // the job's memory); null: from the backend. Set with the cluster, or
+  // cleared before the remote goes.
+  void set_round_remote(RoundRemote* remote) { round_remote_.store(remote, std::memory_order_release); }
 
  private:
   // While a Loader with readers_load runs: loads the absent extents of this
@@ -115,6 +121,7 @@ class SampleReader {
   RoundPipeline* rounds_;
   const plan::PlanShape* shape_;
   std::chrono::nanoseconds load_wait_ = kDefaultLoadWait;
+  std::atomic<RoundRemote*> round_remote_{nullptr};
 };
 
 }  // namespace dlfs::cache

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <functional>
 #include <thread>
 
 #include "cache_test_util.h"
@@ -278,6 +279,83 @@ TEST_F(SpreadRoundPipelineTest, SlotsAreRetiredBeforeTheyChangeAndAtTheEnd) {
   ASSERT_FALSE(events.empty());
   for (const auto& [slot, kind] : last) EXPECT_EQ(kind, "retired") << "slot " << slot << " still served at the end";
   EXPECT_NE(events.front().find("ready"), std::string::npos);
+}
+
+// A stand-in for the members that hold the other chunks: answers from the
+// byte space through the round's placement (as a member's slot would), or
+// refuses everything.
+class FakeMembers : public cache::RoundRemote {
+ public:
+  FakeMembers(const plan::PlanShape& shape, const cache::RoundMembers& members,
+              const std::vector<std::byte>& bytes, std::function<std::shared_ptr<const plan::EpochOrder>(uint64_t)> order)
+      : shape_(shape), members_(members), bytes_(bytes), order_(std::move(order)) {}
+  bool fetch_round(uint32_t member, uint64_t epoch, uint32_t round, int, uint64_t offset,
+                   std::span<std::byte> dst) override {
+    ++asked;
+    if (refuse) return false;
+    EXPECT_NE(member, members_.self) << "asked for a chunk this node holds";
+    const auto order = order_(epoch);
+    const auto& r = order->rounds[round];
+    auto placed = plan::place_round(shape_, r, members_.slot_bytes);
+    EXPECT_TRUE(placed.is_ok());
+    for (size_t k = 0; k < r.chunks.size(); ++k) {
+      const uint32_t c = r.chunks[k];
+      if (placed->member[k] != member || offset < placed->offset[k] ||
+          offset + dst.size() > placed->offset[k] + shape_.chunk_bytes[c])
+        continue;
+      const uint64_t at = shape_.chunk_begin[c] + (offset - placed->offset[k]);
+      std::copy(bytes_.begin() + static_cast<long>(at), bytes_.begin() + static_cast<long>(at + dst.size()), dst.begin());
+      return true;
+    }
+    ADD_FAILURE() << "no chunk of member " << member << " holds [" << offset << ", +" << dst.size() << ")";
+    return false;
+  }
+  bool refuse = false;
+  int asked = 0;
+
+ private:
+  const plan::PlanShape& shape_;
+  const cache::RoundMembers& members_;
+  const std::vector<std::byte>& bytes_;
+  std::function<std::shared_ptr<const plan::EpochOrder>(uint64_t)> order_;
+};
+
+// Every sample of every round read through a SampleReader: its own chunks
+// from the slot, the others from their member, or (refused) from the backend:
+// the same bytes every way.
+TEST_F(SpreadRoundPipelineTest, ASampleHeldElsewhereIsReadFromItsMemberOrTheBackend) {
+  const uint64_t total = d_->manifest.total_bytes();
+  auto buffer = cache::test::make_buffer(total, 64 << 10);
+  ASSERT_TRUE(buffer);
+  cache::Fetcher fetcher(*d_->reader, cache::StripeMap(total, 1), 0);
+  cache::SampleReader reader(d_->manifest, *buffer, fetcher, pipe_.get(), &shape_);
+  FakeMembers others(shape_, members_, d_->bytes, [this](uint64_t e) { return order(e); });
+  reader.set_round_remote(&others);
+  for (bool refuse : {false, true}) {
+    others.refuse = refuse;
+    cache::ReadCounters c;
+    for (uint64_t k = 0; k < order0_->order.size(); ++k) {
+      const uint64_t s = order0_->order[k];
+      const uint64_t off = d_->manifest.sample_data_offset(s), len = d_->manifest.sample(s).length;
+      cache::Gather g;
+      g.reset(len);
+      cache::SampleContext at{&order0_, k, nullptr, 0};
+      Status st = reader.read_sample(s, 0, len, at, g, c);
+      ASSERT_TRUE(st.is_ok()) << st.message();
+      auto got = cache::test::flatten(g.iov(), g.count());
+      ASSERT_TRUE(got.size() == len && std::equal(got.begin(), got.end(), d_->bytes.begin() + static_cast<long>(off)))
+          << "sample " << s << (refuse ? " (members refuse)" : "");
+    }
+    EXPECT_GT(c.memory_bytes.load(), 0u) << "its own chunks come from its slot";
+    if (refuse) {
+      EXPECT_EQ(c.round_remote_bytes.load(), 0u);
+      EXPECT_GT(c.fetched_bytes.load(), 0u) << "refused chunks come from the backend";
+    } else {
+      EXPECT_GT(c.round_remote_bytes.load(), 0u) << "chunks held elsewhere come from their member";
+      EXPECT_EQ(c.fetched_bytes.load(), 0u);
+    }
+  }
+  reader.set_round_remote(nullptr);
 }
 
 TEST_F(RoundPipelineTest, AMemberOutsideTheMembersIsRefused) {
