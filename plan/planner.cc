@@ -6,6 +6,8 @@
 #include <spdlog/spdlog.h>
 
 #include "plan/randomization.h"
+#include "plan/round_placement.h"
+#include "plan/shuffle_rng.h"
 #include "common/units.h"
 
 namespace dlfs::plan {
@@ -21,7 +23,7 @@ std::string percent(double v) {
 
 Result<std::unique_ptr<Planner>> Planner::create(const std::string& name, const PlanConfig& plan,
                                                  const provenance::Manifest& m, uint64_t memory_budget,
-                                                 uint64_t held_bytes) {
+                                                 uint64_t held_bytes, uint32_t nodes) {
   const std::string what = "dataset '" + name + "'";
   std::unique_ptr<Planner> p(new Planner());
   p->config_ = plan;
@@ -35,7 +37,27 @@ Result<std::unique_ptr<Planner>> Planner::create(const std::string& name, const 
       [&](uint64_t i) { return m.sample(i).length + m.sample_check_bytes(i); });
   const uint64_t total = p->shape_.total_bytes;
   const double r = plan.shuffle_ratio;
-  if (r > 0 && r < 1) {
+  if (nodes > 1 && ((r > 0 && r < 1) || (r == 0 && held_bytes > memory_budget))) {
+    // Rounds over the job's memory: each member's two slots hold half its budget each.
+    p->member_slots_.assign(nodes, memory_budget / 2);
+    const uint64_t fits = aggregate_round_bytes(p->member_slots_, largest_chunk(p->shape_));
+    uint64_t want = fits;
+    if (r > 0) {
+      want = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(r * static_cast<double>(total))));
+      if (want > fits)
+        return Status(ENOMEM, what + ": shuffle_ratio " + std::to_string(r) + " needs rounds of " + format_size(want) +
+                                  " over " + std::to_string(nodes) + " nodes, but their memory holds rounds of " +
+                                  format_size(fits) + " (each node's budget of " + format_size(memory_budget) +
+                                  " is two round slots, less one chunk each)");
+    }
+    p->shape_.round_bytes = want;
+    if (want == 0) {
+      spdlog::warn("[{}] memory budget {} per node is too small for rounds of {} chunks; epochs are fully shuffled "
+                   "and mostly read from the backend (raise the budget, or lower round_chunk)",
+                   name, format_size(memory_budget), format_size(plan.round_chunk));
+      p->member_slots_.clear();
+    }
+  } else if (r > 0 && r < 1) {
     p->shape_.round_bytes = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(r * static_cast<double>(total))));
     const uint64_t need = 2 * round_slot_bytes(p->shape_);
     if (need > memory_budget)
@@ -66,12 +88,34 @@ Result<std::unique_ptr<Planner>> Planner::create(const std::string& name, const 
                               std::to_string(static_cast<double>(round) / static_cast<double>(total)) +
                               ") would reach it");
   }
-  if (p->rounds())
+  if (p->spread())
+    spdlog::info("[{}] epochs in rounds over the memory of {} nodes: R = {:.3f}, {} rounds of at most {} per epoch "
+                 "(at most {} on each node), {} chunks of {}; randomization level {}",
+                 name, nodes, p->ratio(), p->rounds_per_epoch_, format_size(p->shape_.round_bytes),
+                 format_size(p->member_slots_[0]), p->shape_.chunk_count(), format_size(plan.round_chunk),
+                 percent(p->rl_));
+  else if (p->rounds())
     spdlog::info("[{}] epochs in rounds: R = {:.3f}, {} rounds of at most {} per epoch, {} chunks of {}; "
                  "randomization level {}",
                  name, p->ratio(), p->rounds_per_epoch_, format_size(p->shape_.round_bytes),
                  p->shape_.chunk_count(), format_size(plan.round_chunk), percent(p->rl_));
   return p;
+}
+
+uint64_t Planner::round_memory() const {
+  if (!rounds()) return 0;
+  return spread() ? 2 * member_slots_[0] : 2 * round_slot_bytes(shape_);
+}
+
+uint64_t Planner::round_key(uint64_t dataset_fingerprint) const {
+  uint64_t h = dataset_fingerprint;
+  auto mix_in = [&h](uint64_t v) { h = mix(h ^ v, 0x9e3779b97f4a7c15ull); };
+  mix_in(seed_);
+  mix_in(config_.round_chunk);
+  mix_in(shape_.round_bytes);
+  mix_in(shape_.chunk_count());
+  for (uint64_t s : member_slots_) mix_in(s);
+  return h;
 }
 
 std::shared_ptr<const EpochOrder> Planner::order(uint64_t epoch) const {

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "plan/epoch_plan.h"
 #include "plan/round_plan.h"
@@ -26,11 +27,15 @@ class Planner {
  public:
   // memory_budget: bytes this dataset may use on this node. held_bytes: the
   // bytes this node must hold (its stripe; the whole dataset on a cluster of
-  // one): rounds are used only when they do not fit. Errors name the dataset.
-  // `name` names the dataset in errors and logs.
+  // one): rounds are used only when they do not fit. nodes: the job's
+  // members; with more than one, rounds span their memory (DeepIO III-A,
+  // plan/round_placement.h): every member gives half its budget to each of
+  // its two round slots, and R is the aggregate's. Every member must have
+  // the same budget (round_key() tells members apart that do not). Errors
+  // name the dataset. `name` names the dataset in errors and logs.
   static Result<std::unique_ptr<Planner>> create(const std::string& name, const PlanConfig& config,
                                                  const provenance::Manifest& manifest, uint64_t memory_budget,
-                                                 uint64_t held_bytes);
+                                                 uint64_t held_bytes, uint32_t nodes = 1);
 
   uint64_t seed() const { return seed_; }
   Remainder remainder() const { return remainder_; }
@@ -44,7 +49,14 @@ class Planner {
   uint64_t rounds_per_epoch() const { return rounds_per_epoch_; }
   // Bytes the storage buffer may use (0 in round mode: memory goes to rounds).
   uint64_t storage_budget() const { return storage_budget_; }
-  uint64_t round_memory() const { return rounds() ? 2 * round_slot_bytes(shape_) : 0; }
+  uint64_t round_memory() const;
+  // Rounds span the job's members: each member's slot (index = rank), else empty.
+  const std::vector<uint64_t>& member_slots() const { return member_slots_; }
+  bool spread() const { return rounds() && !member_slots_.empty(); }
+  // What members must agree on for one's round slot to mean the same bytes
+  // to another: the plan's seed, chunking, round size and slots, with the
+  // dataset's fingerprint (cache/round_remote.h, round_tag).
+  uint64_t round_key(uint64_t dataset_fingerprint) const;
   const PlanConfig& config() const { return config_; }
 
   PlanKey key(uint64_t epoch, uint32_t world_size) const {
@@ -61,6 +73,7 @@ class Planner {
   double rl_ = 1;
   uint64_t rounds_per_epoch_ = 1;
   uint64_t storage_budget_ = 0;
+  std::vector<uint64_t> member_slots_;
   mutable std::mutex mu_;  // guards cache_
   mutable std::list<std::shared_ptr<const EpochOrder>> cache_;  // most recent first
   static constexpr size_t kCachedEpochs = 4;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,13 +106,18 @@ Result<std::unique_ptr<Dataset>> Dataset::open(const DatasetConfig& config, uint
   ds->fetcher_ = std::make_unique<cache::Fetcher>(*ds->backend_, stripes, placement.self);
   const uint64_t stripe_begin = stripes.begin(placement.self), stripe_end = stripes.end(placement.self);
 
-  auto planner = plan::Planner::create(config.name, config.plan, ds->manifest_, memory_budget, stripe_end - stripe_begin);
+  auto planner = plan::Planner::create(config.name, config.plan, ds->manifest_, memory_budget,
+                                       stripe_end - stripe_begin, placement.nodes);
   if (!planner) return planner.status();
   ds->planner_ = std::move(planner).value();
   if (ds->planner_->rounds()) {
     const plan::Planner* p = ds->planner_.get();
+    // Rounds over the job's memory: this node loads its part of each round.
+    std::optional<cache::RoundMembers> members;
+    if (p->spread()) members = cache::RoundMembers{p->member_slots(), placement.self};
     auto pipe = cache::RoundPipeline::create(
-        p->shape(), *ds->backend_, [p](uint64_t epoch) { return p->order(epoch); }, daemon.loader_threads);
+        p->shape(), *ds->backend_, [p](uint64_t epoch) { return p->order(epoch); }, daemon.loader_threads,
+        members ? &*members : nullptr);
     if (!pipe) return pipe.status().with_context(what);
     ds->pipeline_ = std::move(pipe).value();
   }

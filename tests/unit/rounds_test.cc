@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cache_test_util.h"
+#include "plan/planner.h"
 #include "plan/round_plan.h"
 #include "plan/round_placement.h"
 #include "views_test_util.h"
@@ -118,6 +119,46 @@ TEST_F(RoundViewsTest, RanksReadConcurrentlyGetTheirBytes) {
       ASSERT_EQ(tars[r][k].data, s.bytes);
     }
   }
+}
+
+// Rounds over the job's memory (issue 37): with three nodes whose budgets
+// together hold less than the dataset, R is the aggregate's (three times a
+// node's), every round fits the members' slots, and what
+// members must agree on changes with the slots.
+TEST_F(RoundViewsTest, ThreeNodesPlanRoundsOverTheirAggregateMemory) {
+  const auto& m = ds().manifest();
+  PlanConfig pc;
+  pc.seed = kSeed;
+  pc.round_chunk = 4 << 10;          // small against a slot: each member loses at most one chunk of it
+  const uint64_t budget = 64 << 10;  // three nodes: 192 KiB of ~300 KB
+  auto one = plan::Planner::create("ds", pc, m, budget, m.total_bytes(), 1);
+  auto three = plan::Planner::create("ds", pc, m, budget, m.total_bytes() / 3 + 1, 3);
+  ASSERT_TRUE(one.is_ok() && three.is_ok());
+  EXPECT_FALSE((*one)->spread());
+  ASSERT_TRUE((*three)->spread());
+  EXPECT_EQ((*three)->member_slots(), std::vector<uint64_t>(3, budget / 2));
+  EXPECT_EQ((*three)->round_memory(), budget) << "two slots of half the budget on each node";
+  const uint64_t largest = plan::largest_chunk((*three)->shape());
+  EXPECT_EQ((*three)->shape().round_bytes, 3 * (budget / 2 - largest));
+  EXPECT_GT((*three)->ratio(), 2 * (*one)->ratio()) << "R of three nodes' memory, not one's";
+  EXPECT_LT((*three)->rounds_per_epoch(), (*one)->rounds_per_epoch());
+  for (uint64_t e : {0u, 1u}) {
+    auto order = (*three)->order(e);
+    EXPECT_EQ(std::set<uint64_t>(order->order.begin(), order->order.end()).size(), n()) << "a permutation";
+    for (const auto& r : order->rounds)
+      EXPECT_TRUE(plan::place_round((*three)->shape(), r, (*three)->member_slots()).is_ok()) << "epoch " << e;
+  }
+  auto other = plan::Planner::create("ds", pc, m, budget / 2, m.total_bytes() / 3 + 1, 3);
+  ASSERT_TRUE(other.is_ok());
+  EXPECT_NE((*three)->round_key(7), (*other)->round_key(7)) << "members with other budgets place rounds otherwise";
+  EXPECT_EQ((*three)->round_key(7), (*three)->round_key(7));
+  EXPECT_NE((*three)->round_key(7), (*three)->round_key(8)) << "another dataset";
+  // An explicit R the aggregate cannot hold is refused, naming what would.
+  pc.shuffle_ratio = 0.9;
+  auto too_big = plan::Planner::create("ds", pc, m, budget, m.total_bytes() / 3 + 1, 3);
+  ASSERT_FALSE(too_big.is_ok());
+  EXPECT_NE(too_big.status().message().find("over 3 nodes, but their memory holds rounds of"), std::string::npos)
+      << too_big.status().message();
 }
 
 // RoundPipeline on its own, over a `files` dataset scanned by the cache
