@@ -113,6 +113,7 @@ json stripes_json(const std::map<std::string, StripeOffer>& stripes) {
       o["base"] = s.base;
       o["rkey"] = binary(s.packed_key);
     }
+    if (!s.round_slots.empty()) o["round_slots"] = s.round_slots;
     out[name] = std::move(o);
   }
   return out;
@@ -213,6 +214,14 @@ Result<StripeOffer> stripe_of(const Fields& s) {
   if (s.has("rkey")) {
     DLFS_ASSIGN_OR_RETURN(o.packed_key, s.bytes("rkey"));
     DLFS_ASSIGN_OR_RETURN(o.base, s.uint("base"));
+  }
+  if (s.has("round_slots")) {
+    DLFS_ASSIGN_OR_RETURN(const json* v, s.field("round_slots"));
+    if (!v->is_array() || v->size() != 2) return s.bad("round_slots", "is not a list of two slot addresses");
+    for (const json& a : *v) {
+      if (!a.is_number_unsigned()) return s.bad("round_slots", "has an address that is not an unsigned integer");
+      o.round_slots.push_back(a.get<uint64_t>());
+    }
   }
   return o;
 }

@@ -149,6 +149,9 @@ struct StripeOffer {
   uint64_t extent_size = 0, extents = 0;
   uint64_t base = 0;       // address of the registered memory (with a key only)
   std::string packed_key;  // empty: the owner holds nothing in memory
+  // Rounds over the job's memory (cache/round_remote.h): the addresses of
+  // the owner's two round slots, read by tagged gets; empty without.
+  std::vector<uint64_t> round_slots;
 };
 
 // Answer to a good proof (sealed).

@@ -41,6 +41,8 @@ Welcome sample_welcome() {
   w.stripes["imagenet"] = StripeOffer{.begin = 100, .end = 900, .extent_size = 64, .extents = 13,
                                       .base = 0x7f0000001000, .packed_key = std::string("SECRET-rkey\0!", 13)};
   w.stripes["empty"] = StripeOffer{.begin = 5, .end = 5, .extent_size = 64, .extents = 0, .base = 0, .packed_key = ""};
+  w.stripes["rounds"] = StripeOffer{.begin = 0, .end = 10, .extent_size = 64, .extents = 1, .base = 0, .packed_key = "",
+                                    .round_slots = {0x7f0000200000, 0x7f0000400000}};
   w.worker_address = std::string("WORKER-addr\x01\x00w", 14);
   return w;
 }
@@ -121,7 +123,9 @@ TEST(ClusterMessages, EachKindRoundTrips) {
   EXPECT_EQ(w2->session, 77u);
   EXPECT_EQ(w2->resident, w.resident);
   EXPECT_EQ(w2->bytes.backend, 3u);
-  ASSERT_EQ(w2->stripes.size(), 2u);
+  ASSERT_EQ(w2->stripes.size(), 3u);
+  EXPECT_EQ(w2->stripes.at("rounds").round_slots, (std::vector<uint64_t>{0x7f0000200000, 0x7f0000400000}));
+  EXPECT_TRUE(w2->stripes.at("imagenet").round_slots.empty()) << "no rounds over the job's memory";
   EXPECT_EQ(w2->stripes.at("imagenet").packed_key, w.stripes.at("imagenet").packed_key);
   EXPECT_EQ(w2->stripes.at("imagenet").base, 0x7f0000001000u);
   EXPECT_EQ(w2->stripes.at("imagenet").extents, 13u);
