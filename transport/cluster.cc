@@ -91,6 +91,9 @@ Result<std::unique_ptr<Cluster>> Cluster::create(ClusterOptions options, std::ve
   for (const auto& d : c->datasets_) {
     c->remotes_.push_back(std::make_unique<Remote>(*c, d.name));
     d.fetcher->set_remote(c->remotes_.back().get());
+    // Rounds over the job's memory: serve this node's slots, read the others'.
+    c->rounds_.push_back(d.rounds && c->size() > 1 ? std::make_unique<Rounds>(*c, d) : nullptr);
+    if (c->rounds_.back() && d.reader) d.reader->set_round_remote(c->rounds_.back().get());
   }
   {
     std::lock_guard lk(c->handler_mu_);
@@ -109,8 +112,14 @@ Cluster::~Cluster() {
     std::lock_guard lk(handler_mu_);  // waits for a message being handled
     serving_ = false;
   }
-  for (size_t i = 0; i < datasets_.size(); ++i) datasets_[i].fetcher->set_remote(nullptr);
+  for (size_t i = 0; i < datasets_.size(); ++i) {
+    datasets_[i].fetcher->set_remote(nullptr);
+    if (datasets_[i].reader) datasets_[i].reader->set_round_remote(nullptr);
+  }
   for (auto& r : remotes_) r->drain();
+  for (auto& r : rounds_)
+    if (r) r->drain();
+  rounds_.clear();  // stops serving the round slots (before the fabric goes)
   {
     std::lock_guard lk(stop_mu_);
     stop_ = true;
@@ -340,6 +349,7 @@ std::map<std::string, StripeOffer> Cluster::stripe_offers() const {
       s.base = registrations_[i]->address();
       s.packed_key = registrations_[i]->packed_rkey();
     }
+    if (i < rounds_.size() && rounds_[i]) s.round_slots = rounds_[i]->slot_addresses();
     stripes[datasets_[i].name] = std::move(s);
   }
   return stripes;

@@ -62,6 +62,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/fetcher.h"
+#include "cache/round_pipeline.h"
+#include "cache/sample_reader.h"
 #include "cache/storage_buffer.h"
 #include "common/status.h"
 #include "transport/cluster_messages.h"
@@ -88,6 +90,13 @@ struct ServedDataset {
   uint64_t fingerprint = 0;
   const cache::StorageBuffer* buffer = nullptr;
   cache::Fetcher* fetcher = nullptr;
+  // Rounds over the job's memory (cache/round_remote.h), else null: this
+  // node serves its round slots to peers by tagged gets, and its reader
+  // gets the chunks other members hold from them. round_key names what the
+  // members must agree on (plan::Planner::round_key).
+  cache::RoundPipeline* rounds = nullptr;
+  cache::SampleReader* reader = nullptr;
+  uint64_t round_key = 0;
 };
 
 class Cluster {
@@ -113,6 +122,7 @@ class Cluster {
   struct Peer;
   struct Link;
   class Remote;
+  class Rounds;
   Cluster() = default;
 
   // cluster.cc: every message in; this node as the responder of joins
@@ -172,6 +182,7 @@ class Cluster {
   std::vector<std::unique_ptr<Registration>> registrations_;  // per dataset (null if no memory)
   std::vector<std::unique_ptr<Peer>> peers_;                  // by rank; self included (unused)
   std::vector<std::unique_ptr<Remote>> remotes_;              // per dataset, installed in its fetcher
+  std::vector<std::unique_ptr<Rounds>> rounds_;               // per dataset with rounds over the job's memory
   // The fabric delivers messages as soon as it exists, before create() has
   // registered memory and made the remotes, and until the destructor has
   // torn them down: messages are handled only while serving_ (a join that

@@ -92,6 +92,7 @@ void Cluster::on_welcome(const Sealed& sealed) {
     rs.extents = s.extents;
     rs.packed_key = s.packed_key;
     rs.base = s.packed_key.empty() ? 0 : s.base;
+    rs.round_slots = s.round_slots;
   }
   p->link->worker_address = welcome.worker_address;
   p->link->welcomed = true;  // the heartbeat thread makes the data endpoint, then the peer is up

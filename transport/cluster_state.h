@@ -12,6 +12,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <vector>
 #include <thread>
 
 #include "cache/storage_buffer.h"
@@ -33,6 +34,7 @@ struct RemoteStripe {
   uint64_t begin = 0, end = 0, extent_size = 1, extents = 0, base = 0;
   std::string packed_key;                    // empty: the peer holds nothing in memory
   std::unique_ptr<Endpoint::RemoteKey> key;  // packed_key unpacked on the data endpoint
+  std::vector<uint64_t> round_slots;         // its two round slots' addresses, or none
 };
 
 // A connection attempt to a peer and what its welcome said. Replaced as a
@@ -91,6 +93,34 @@ class Cluster::Remote : public cache::RemoteFetch {
   Cluster& c_;
   std::string name_;
   std::atomic<int> inflight_{0};
+};
+
+// One dataset's rounds over the job's memory: serves this node's round
+// slots to peers under their round's tag while they hold it (SlotEvents),
+// and reads the chunks other members hold from their slots by that tag.
+class Cluster::Rounds : public cache::RoundRemote {
+ public:
+  Rounds(Cluster& c, const ServedDataset& d);
+  ~Rounds() override;  // stops serving (the pipeline's events are cleared first)
+  bool fetch_round(uint32_t member, uint64_t epoch, uint32_t round, int slot_hint, uint64_t offset,
+                   std::span<std::byte> dst) override;
+  void drain() {
+    while (inflight_.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::vector<uint64_t> slot_addresses() const;
+  uint64_t stale() const { return stale_.load(std::memory_order_relaxed); }  // refusals: not that round there
+
+ private:
+  void ready(int slot, uint64_t epoch, uint32_t round, const std::byte* base, uint64_t bytes);  // under the pipeline's lock
+  void retired(int slot);                                                                      // the same
+
+  Cluster& c_;
+  std::string name_;
+  cache::RoundPipeline& pipeline_;
+  uint64_t key_;
+  uint64_t served_[2] = {0, 0};  // handles of serve_tagged; 0: not served (under the pipeline's lock)
+  std::atomic<int> inflight_{0};
+  std::atomic<uint64_t> stale_{0};
 };
 
 }  // namespace dlfs::transport

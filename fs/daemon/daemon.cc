@@ -252,7 +252,15 @@ Status Daemon::join_cluster(const std::vector<Dataset*>& datasets) {
   co.get_timeout = std::chrono::milliseconds(config_.get_timeout_ms);
   co.gets = config_.gets;
   std::vector<transport::ServedDataset> served;
-  for (Dataset* ds : datasets) served.push_back({ds->name(), ds->fingerprint(), &ds->buffer(), &ds->fetcher()});
+  for (Dataset* ds : datasets) {
+    transport::ServedDataset sd{ds->name(), ds->fingerprint(), &ds->buffer(), &ds->fetcher()};
+    if (ds->planner().spread()) {  // rounds over the job's memory
+      sd.rounds = ds->round_pipeline();
+      sd.reader = &ds->reader();
+      sd.round_key = ds->planner().round_key(ds->fingerprint());
+    }
+    served.push_back(std::move(sd));
+  }
   auto cluster = transport::Cluster::create(std::move(co), std::move(served), [datasets] {
     transport::NodeBytes b;
     for (const Dataset* ds : datasets) {

@@ -27,6 +27,8 @@ nlohmann::json plan_summary_json(const Dataset& ds) {
           {"chunks", p.shape().chunk_count()},
           {"round_chunk_bytes", p.config().round_chunk},
           {"round_memory_bytes", p.round_memory()},
+          // Rounds over the job's memory: how many nodes' slots a round spans (1: this node's alone).
+          {"round_nodes", p.spread() ? p.member_slots().size() : 1},
           {"randomization_level", p.randomization_level()},
           {"min_randomization", p.config().min_randomization},
           {"world_size", p.config().world_size}};

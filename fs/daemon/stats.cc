@@ -115,7 +115,10 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed, const ViewRegistry:
                             {"requests", vc.requests.load(std::memory_order_relaxed)},
                             {"bytes", vc.bytes.load(std::memory_order_relaxed)},
                             {"readahead_hits", vc.reads.ring_hits.load(std::memory_order_relaxed)},
-                            {"backend_reads", vc.reads.fetched_reads.load(std::memory_order_relaxed)}};
+                            {"backend_reads", vc.reads.fetched_reads.load(std::memory_order_relaxed)},
+                            {"backend_bytes", vc.reads.fetched_bytes.load(std::memory_order_relaxed)},
+                            // of rounds over the job's memory: chunks read from the member holding them
+                            {"round_remote_bytes", vc.reads.round_remote_bytes.load(std::memory_order_relaxed)}};
     if (ids) j["views"]["ids"] = {{"in_use", ids->ids}, {"held_by_kernel", ids->pinned}, {"recycled", ids->recycled}};
     if (const cache::RoundPipeline* pipe = d.round_pipeline()) {
       nlohmann::json timeline = nlohmann::json::array();

@@ -160,7 +160,9 @@ BytesBySource bytes_by_source(const Dataset& ds) {
   return {ds.raw_counters().reads.memory_bytes.load(std::memory_order_relaxed) +
               ds.view_counters().reads.memory_bytes.load(std::memory_order_relaxed) +
               fc.local_bytes.load(std::memory_order_relaxed),
-          fc.remote_bytes.load(std::memory_order_relaxed), fc.backend_bytes.load(std::memory_order_relaxed)};
+          fc.remote_bytes.load(std::memory_order_relaxed) +
+              ds.view_counters().reads.round_remote_bytes.load(std::memory_order_relaxed),
+          fc.backend_bytes.load(std::memory_order_relaxed)};
 }
 
 Dataset::~Dataset() {

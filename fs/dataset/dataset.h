@@ -79,6 +79,7 @@ class Dataset {
   const cache::BackendReader& backend() const { return *backend_; }
   // The one read path: raw files and every epoch view read through it.
   const cache::SampleReader& reader() const { return *reader_; }
+  cache::SampleReader& reader() { return *reader_; }  // to install the cluster's round reads
   const cache::Fetcher& fetcher() const { return *fetcher_; }
   cache::Fetcher& fetcher() { return *fetcher_; }
   // A digest of what the dataset is (names, sizes, format): peers must agree on it.

@@ -1,0 +1,90 @@
+// Cluster: rounds over the job's memory (cache/round_remote.h). Each member
+// loads its part of every round into one of its two round slots; while a
+// slot holds a loaded round it is served under that round's tag, and it
+// stops being served before the slot is reused. A reader asks the member
+// that holds a chunk for it by the round's tag, first in the slot this node
+// holds the round in (members load rounds in the same sequence), then in
+// the other: the answer is that round's bytes or a refusal (ESTALE: not
+// there, not yet or no longer), never another round's bytes. A refusal, a
+// peer that is down or a late answer: the reader goes to the backend.
+#include <spdlog/spdlog.h>
+
+#include "cache/round_remote.h"
+#include "transport/cluster.h"
+#include "transport/cluster_state.h"
+
+namespace dlfs::transport {
+
+Cluster::Rounds::Rounds(Cluster& c, const ServedDataset& d)
+    : c_(c), name_(d.name), pipeline_(*d.rounds), key_(d.round_key) {
+  pipeline_.set_slot_events(
+      {[this](int slot, uint64_t epoch, uint32_t round, const std::byte* base, uint64_t bytes) {
+         ready(slot, epoch, round, base, bytes);
+       },
+       [this](int slot) { retired(slot); }});
+}
+
+Cluster::Rounds::~Rounds() {
+  pipeline_.set_slot_events({});  // under the pipeline's lock: no event runs after this
+  for (uint64_t& h : served_)
+    if (h) c_.fabric_->unserve(std::exchange(h, 0));
+}
+
+void Cluster::Rounds::ready(int slot, uint64_t epoch, uint32_t round, const std::byte* base, uint64_t bytes) {
+  if (bytes == 0) return;  // this node holds nothing of the round
+  auto h = c_.fabric_->serve_tagged(base, bytes, cache::round_tag(key_, epoch, round));
+  if (!h) {
+    spdlog::warn("[{}] round {} of epoch {}: cannot serve it to peers ({}); they read its chunks from the backend",
+                 name_, round, epoch, h.status().message());
+    return;
+  }
+  served_[slot] = *h;
+}
+
+void Cluster::Rounds::retired(int slot) {
+  if (served_[slot]) c_.fabric_->unserve(std::exchange(served_[slot], 0));
+}
+
+std::vector<uint64_t> Cluster::Rounds::slot_addresses() const {
+  return {reinterpret_cast<uint64_t>(pipeline_.slot_base(0)), reinterpret_cast<uint64_t>(pipeline_.slot_base(1))};
+}
+
+bool Cluster::Rounds::fetch_round(uint32_t member, uint64_t epoch, uint32_t round, int slot_hint, uint64_t offset,
+                                  std::span<std::byte> dst) {
+  if (member >= c_.peers_.size() || member == c_.self() || dst.empty()) return false;
+  inflight_.fetch_add(1);
+  struct Done {
+    std::atomic<int>& n;
+    ~Done() { n.fetch_sub(1); }
+  } done{inflight_};
+  Peer& p = *c_.peers_[member];
+  std::shared_ptr<Link> link;
+  {
+    std::lock_guard lk(p.mu);
+    if (p.state != PeerState::up || !p.link) return false;
+    link = p.link;
+  }
+  auto s = link->stripes.find(name_);
+  if (s == link->stripes.end() || s->second.round_slots.size() != 2) return false;
+  const uint64_t tag = cache::round_tag(key_, epoch, round);
+  const auto deadline = std::chrono::steady_clock::now() + c_.options_.get_timeout;
+  const int first = slot_hint == 1 ? 1 : 0;
+  Status st;
+  for (int slot : {first, 1 - first}) {
+    auto g = link->data_ep->start_get_tagged(s->second.round_slots[slot] + offset, dst.size(), tag);
+    st = link->data_ep->finish_get(g, dst, deadline);
+    if (st.is_ok()) return true;
+    if (st.err() != ESTALE) break;
+  }
+  if (st.err() == ESTALE) {
+    stale_.fetch_add(1, std::memory_order_relaxed);
+  } else if (st.err() == ETIMEDOUT) {
+    c_.data_path_stalled(p, link, st.message());
+  } else if (c_.loud()) {
+    spdlog::warn("cluster: a get of round {} of epoch {} of '{}' from rank {} failed ({}); reading it from the "
+                 "backend", round, epoch, name_, member, st.message());
+  }
+  return false;
+}
+
+}  // namespace dlfs::transport
