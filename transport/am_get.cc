@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <sstream>
+#include <type_traits>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -18,11 +19,18 @@ namespace {
 constexpr unsigned kGetRequestId = 10;
 constexpr unsigned kGetChunkId = 11;
 
+// The request's header as it travels: four words, no padding (checked below),
+// so both sides read the same layout. The tag made it 32 bytes: a 24-byte
+// request (an older build's) is refused as malformed, never misread.
 struct GetRequest {
   uint64_t id;
   uint64_t address;
   uint64_t length;
+  uint64_t tag;  // 0: an untagged get
 };
+static_assert(std::is_trivially_copyable_v<GetRequest> && sizeof(GetRequest) == 32 &&
+              offsetof(GetRequest, address) == 8 && offsetof(GetRequest, length) == 16 &&
+              offsetof(GetRequest, tag) == 24);
 struct GetChunk {
   uint64_t id;
   uint64_t offset;  // of this chunk's bytes in the get
@@ -138,6 +146,26 @@ bool send_chunk(ucp_ep_h reply_ep, std::unique_ptr<OutgoingChunk> out) {
   return true;
 }
 
+// Why the target refuses a request (errno), or 0 with the range's handle.
+int check_request(const ServedMemory& served, const GetRequest& req, uint64_t& handle) {
+  if (req.length > kMaxAmGet) return EMSGSIZE;
+  if ((handle = served.find(req.address, req.length, req.tag)) != 0) return 0;
+  // A tagged get that finds no range with its tag asked for another round
+  // than the one served there now (or none yet): the asker tells this from
+  // a bad address by the errno.
+  return req.tag != 0 ? ESTALE : EFAULT;
+}
+
+void log_refusal(const GetRequest& req, int err) {
+  if (err == ESTALE) {  // an asker a round ahead or behind: part of the protocol, not a fault
+    spdlog::debug("transport: refused a get of {} bytes at {:#x} with tag {}: no range served with that tag holds it",
+                  req.length, req.address, req.tag);
+    return;
+  }
+  spdlog::warn("transport: refused a get of {} bytes at {:#x}: {}", req.length, req.address,
+               err == EFAULT ? "outside the memory this node registered" : "larger than allowed");
+}
+
 // Target side: serve a request if it reads memory this node offered.
 ucs_status_t on_get_request(void* arg, const void* header, size_t header_length, void*, size_t,
                             const ucp_am_recv_param_t* param) {
@@ -149,13 +177,9 @@ ucs_status_t on_get_request(void* arg, const void* header, size_t header_length,
   }
   GetRequest req;
   std::memcpy(&req, header, sizeof req);
-  int err = 0;
   uint64_t handle = 0;
-  if (req.length > kMaxAmGet) err = EMSGSIZE;
-  else if ((handle = served->find(req.address, req.length)) == 0) err = EFAULT;
-  if (err != 0) {
-    spdlog::warn("transport: refused a get of {} bytes at {:#x}: {}", req.length, req.address,
-                 err == EFAULT ? "outside the memory this node registered" : "larger than allowed");
+  if (const int err = check_request(*served, req, handle); err != 0) {
+    log_refusal(req, err);
     auto out = std::make_unique<OutgoingChunk>();
     out->header = GetChunk{req.id, 0, err, 0};
     send_chunk(param->reply_ep, std::move(out));
@@ -175,6 +199,24 @@ ucs_status_t on_get_request(void* arg, const void* header, size_t header_length,
   return UCS_OK;
 }
 
+// The asker's words for the target's refusal of `op`.
+Status refusal(const GetOp& op, int err) {
+  const std::string what = "the peer refused to serve " + std::to_string(op.size) + " bytes";
+  if (err == ESTALE)
+    return Status(ESTALE, what + " with tag " + std::to_string(op.tag) +
+                              ": no range it serves with that tag holds them (not this round)");
+  return Status(err, what + ": " + (err == EFAULT ? "not inside memory it registered" : std::strerror(err)));
+}
+
+// A chunk packed after its range was removed: for a tagged get, the round
+// ended while the target replied (ESTALE, as a refusal: not this round).
+Status withdrawal(const GetOp& op) {
+  if (op.tag != 0)
+    return Status(ESTALE, "the peer stopped serving tag " + std::to_string(op.tag) +
+                              " while replying (not this round any more)");
+  return Status(EIO, "the peer withdrew the memory while replying");
+}
+
 // Asker side: put a chunk's bytes in place; complete the get when all arrived.
 ucs_status_t on_get_chunk(void* arg, const void* header, size_t header_length, void* data, size_t length,
                           const ucp_am_recv_param_t* param) {
@@ -189,8 +231,7 @@ ucs_status_t on_get_chunk(void* arg, const void* header, size_t header_length, v
     op->complete(std::move(why));
   };
   if (rep.err != 0) {
-    fail(Status(rep.err, "the peer refused to serve " + std::to_string(op->size) + " bytes: " +
-                             (rep.err == EFAULT ? "not inside memory it registered" : std::strerror(rep.err))));
+    fail(refusal(*op, rep.err));
     return UCS_OK;
   }
   const auto* bytes = static_cast<const std::byte*>(data);
@@ -201,8 +242,7 @@ ucs_status_t on_get_chunk(void* arg, const void* header, size_t header_length, v
   }
   std::memcpy(&trailer, bytes + length - kTrailer, kTrailer);
   if (trailer != kPacked) {
-    fail(Status(EIO, trailer == kWithdrawn ? "the peer withdrew the memory while replying"
-                                           : "get reply chunk without its trailer"));
+    fail(trailer == kWithdrawn ? withdrawal(*op) : Status(EIO, "get reply chunk without its trailer"));
     return UCS_OK;
   }
   bool all = false;
@@ -303,9 +343,9 @@ bool gets_are_one_sided(const std::string& info) {
   return false;
 }
 
-uint64_t ServedMemory::add(const std::byte* address, size_t length) {
+uint64_t ServedMemory::add(const std::byte* address, size_t length, uint64_t tag) {
   std::lock_guard lk(mu_);
-  ranges_[next_] = {reinterpret_cast<uint64_t>(address), length};
+  ranges_[next_] = Range{reinterpret_cast<uint64_t>(address), length, tag};
   return next_++;
 }
 
@@ -314,21 +354,37 @@ void ServedMemory::remove(uint64_t handle) {
   ranges_.erase(handle);
 }
 
-uint64_t ServedMemory::find(uint64_t address, size_t length) const {
+bool ServedMemory::remove_tagged(uint64_t handle) {
   std::lock_guard lk(mu_);
+  auto it = ranges_.find(handle);
+  if (it == ranges_.end() || it->second.tag == 0) return false;
+  ranges_.erase(it);
+  return true;
+}
+
+uint64_t ServedMemory::find(uint64_t address, size_t length, uint64_t tag) const {
+  std::lock_guard lk(mu_);
+  uint64_t tagged_match = 0;  // for tag 0: a tagged range, if no untagged one holds the bytes
   for (const auto& [handle, range] : ranges_) {
-    const auto [begin, size] = range;
+    if (tag != 0 && range.tag != tag) continue;
     // Written so that no sum can overflow: address and length come from a peer.
-    if (address >= begin && address - begin <= size && length <= size - (address - begin)) return handle;
+    const bool holds = address >= range.address && address - range.address <= range.length &&
+                       length <= range.length - (address - range.address);
+    if (!holds) continue;
+    // Untagged gets prefer a registration's range: it is not withdrawn at a
+    // round's end, so a reply from it does not fail with the round.
+    if (tag != 0 || range.tag == 0) return handle;
+    if (tagged_match == 0) tagged_match = handle;
   }
-  return 0;
+  return tagged_match;
 }
 
 bool ServedMemory::read(uint64_t handle, uint64_t address, size_t n, std::byte* dst) const {
   std::lock_guard lk(mu_);
   auto it = ranges_.find(handle);
   if (it == ranges_.end()) return false;
-  const auto [begin, size] = it->second;
+  const uint64_t begin = it->second.address;
+  const size_t size = it->second.length;
   if (address < begin || address - begin > size || n > size - (address - begin)) return false;
   if (n > 0) std::memcpy(dst, reinterpret_cast<const std::byte*>(address), n);
   return true;
@@ -425,7 +481,7 @@ void post_am_get(ucp_ep_h ep, PendingAmGets& pending, const void* endpoint, cons
                  uint64_t remote_address) {
   auto out = std::make_unique<OutgoingRequest>();
   out->pending = &pending;
-  out->header = GetRequest{pending.add(op, endpoint), remote_address, op->size};
+  out->header = GetRequest{pending.add(op, endpoint), remote_address, op->size, op->tag};
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
   p.cb.send = request_sent;

@@ -5,11 +5,13 @@
 // (ucp/rma/rma_sw.c) and treats a failed reply send as fatal, so an asker
 // killed in the middle of a get aborts the node that serves it. Here DLFS
 // asks and answers itself, and a failed reply is just a failed send:
-//   asker:  AM kGetRequest, header {id, address, length}, on its worker
-//           endpoint (created with peer-failure handling), flag REPLY;
+//   asker:  AM kGetRequest, header {id, address, length, tag}, on its
+//           worker endpoint (created with peer-failure handling), flag REPLY;
 //   target: the handler (progress thread, never blocks) checks that
 //           [address, address + length) lies inside one range this node
-//           registered (ServedMemory) and answers on the reply endpoint with
+//           serves for that tag (ServedMemory: tag 0 any range, as the
+//           registered stripes; another tag only a range served with
+//           exactly that tag, else ESTALE) and answers on the reply endpoint with
 //           AM kGetChunk messages, header {id, offset, errno}, each carrying
 //           up to kReplyChunk bytes packed straight from the registered
 //           memory when UCX sends it (one copy, into UCX's send buffer),
@@ -21,6 +23,11 @@
 //           rendezvous, no receive call); the get completes when every byte
 //           arrived; an endpoint that fails or closes completes all of its
 //           gets with an error.
+// Tagged gets (Endpoint::start_get_tagged) serve round buffers, memory whose
+// contents change from round to round at the same addresses: a get for tag t
+// either returns bytes packed while the range was served with tag t, or fails
+// with ESTALE (refused, or the range was unserved while replying). They always
+// go by message, also on endpoints that get one-sided: ucp_get cannot check.
 // Chunks fit one TCP segment of UCX's (dlfsd sets 64 KiB), so UCX hands each
 // to the handler where it received it instead of first reassembling a whole
 // reply in a buffer of its own.
@@ -76,6 +83,7 @@ struct GetOp : Endpoint::PendingGet::Op {
   std::unique_ptr<std::byte[]> buffer;  // null for a get into the caller's memory
   std::byte* direct = nullptr;          // the caller's memory; null once it stopped waiting
   size_t received = 0;                  // bytes delivered so far (gets by message)
+  uint64_t tag = 0;                     // a tagged get's (0: untagged), sent with its request
 };
 
 // Whether an endpoint's description (ucp_ep_print_info) shows a get lane on
@@ -84,24 +92,38 @@ struct GetOp : Endpoint::PendingGet::Op {
 // and the target serves it.
 bool gets_are_one_sided(const std::string& endpoint_info);
 
-// The memory this node offers for gets: the ranges given to register_memory.
-// A peer may read inside one of them, nothing else. Replies are packed from
-// it when UCX sends them, possibly after the request's handler returned, so
-// every read checks that its range is still listed, under the lock that
-// remove() takes: after remove() returns, nothing reads the range.
+// The memory this node offers for gets: the ranges given to register_memory
+// (untagged) and to Fabric::serve_tagged (tagged: a round's bytes, which
+// another round's replace later at the same addresses). A peer may read inside
+// one of them, nothing else. Replies are packed from it when UCX sends them,
+// possibly after the request's handler returned, so every read checks that
+// its range is still listed, under the lock that remove() takes: after
+// remove() returns, nothing reads the range. Handles are never reused, so a
+// range removed and added again with the next round's tag is another range:
+// reads of the old handle fail from the removal on.
 class ServedMemory {
  public:
-  uint64_t add(const std::byte* address, size_t length);  // a handle for remove()
+  uint64_t add(const std::byte* address, size_t length, uint64_t tag = 0);  // a handle for remove()
   void remove(uint64_t handle);
-  // The handle of the range that holds [address, address + length), or 0.
-  uint64_t find(uint64_t address, size_t length) const;
+  // remove() for Fabric::unserve: only a tagged range (never a
+  // registration's); false if `handle` is not one.
+  bool remove_tagged(uint64_t handle);
+  // The handle of a range that holds [address, address + length) for a get
+  // with `tag`, or 0. Tag 0 (untagged gets, as before tags): any range, an
+  // untagged one first. Any other tag: only a range served with exactly it.
+  uint64_t find(uint64_t address, size_t length, uint64_t tag = 0) const;
   // Copies n bytes at `address` (inside range `handle`, as find() said) to
   // dst, if that range is still listed; false if it was removed meanwhile.
   bool read(uint64_t handle, uint64_t address, size_t n, std::byte* dst) const;
  private:
+  struct Range {
+    uint64_t address;
+    size_t length;
+    uint64_t tag;  // 0: untagged
+  };
   mutable std::mutex mu_;  // held during reads: remove() waits for them
   uint64_t next_ = 1;
-  std::map<uint64_t, std::pair<uint64_t, size_t>> ranges_;  // handle -> (address, length)
+  std::map<uint64_t, Range> ranges_;  // by handle
 };
 
 // The gets this node asked for by active message and awaits replies to.
@@ -130,8 +152,8 @@ constexpr size_t kMaxAmGet = 256u << 20;
 // outlive it).
 Status set_am_get_handlers(ucp_worker_h worker, ServedMemory& served, PendingAmGets& pending);
 
-// Posts the request for `op` (at most kMaxAmGet bytes; registered in
-// `pending` for `endpoint`); a failure completes `op`.
+// Posts the request for `op` (at most kMaxAmGet bytes, with op->tag;
+// registered in `pending` for `endpoint`); a failure completes `op`.
 void post_am_get(ucp_ep_h ep, PendingAmGets& pending, const void* endpoint, const std::shared_ptr<GetOp>& op,
                  uint64_t remote_address);
 

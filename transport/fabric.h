@@ -11,7 +11,12 @@
 //   - get(endpoint, rkey, remote address, destination, timeout): a read of
 //     the peer's registered memory that never writes `destination` after it
 //     returned, even on timeout (one-sided, or served by the peer's progress
-//     thread: GetMode).
+//     thread: GetMode);
+//   - tagged gets, for memory whose contents change at the same addresses
+//     (round buffers: a slot holds round j, later round j+2): the owner
+//     serves a range with a tag (serve_tagged, unserve), and a peer's
+//     get_tagged returns the bytes only while that tag is served there, else
+//     fails with ESTALE. Always by message: a one-sided get cannot check.
 //
 // Errors of an endpoint (the peer died, the connection broke) make it
 // failed(). Nothing here blocks for longer than the timeouts it is given.
@@ -19,6 +24,7 @@
 // Lifetime: Endpoints and Registrations must be destroyed before the Fabric.
 #pragma once
 
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -117,6 +123,27 @@ class Endpoint {
     return start_get(key, remote_address, dst.size());
   }
 
+  // A tagged get: `size` bytes at `remote_address` of a range the peer
+  // serves with `tag` (Fabric::serve_tagged; not 0), finished with
+  // finish_get like start_get's (a private buffer: dst is written only by a
+  // successful finish_get, never after it returned). Always by message,
+  // whatever GetMode says (no RemoteKey: the peer checks the tag itself).
+  // The bytes are all of one round: packed while the range was served with
+  // `tag`. Fails with ESTALE, naming the tag, when the peer serves no range
+  // with that tag holding them (not this round: not yet, or no longer) or
+  // stopped serving it while replying; other errors as start_get's.
+  // By default (endpoints that carry no gets): ENOTSUP.
+  virtual PendingGet start_get_tagged(uint64_t remote_address, size_t size, uint64_t tag) {
+    (void)remote_address;
+    (void)tag;
+    return PendingGet(Status(ENOTSUP, "tagged gets from " + peer() + ": not on this endpoint"), size);
+  }
+  Status get_tagged(uint64_t remote_address, uint64_t tag, std::span<std::byte> dst,
+                    std::chrono::milliseconds timeout) {
+    PendingGet g = start_get_tagged(remote_address, dst.size(), tag);
+    return finish_get(g, dst, std::chrono::steady_clock::now() + timeout);
+  }
+
  protected:
   Endpoint() = default;
 };
@@ -173,6 +200,18 @@ class Fabric {
   virtual Result<std::unique_ptr<Endpoint>> connect_worker(const std::string& address, const std::string& peer,
                                                            std::function<void(const std::string& why)> on_failure) = 0;
   virtual Result<std::unique_ptr<Registration>> register_memory(void* address, size_t length) = 0;
+
+  // Serves [address, address + length) to peers' tagged gets with `tag` (not
+  // 0) until unserve(handle): no registration needed (the range may lie in
+  // registered memory or in none; tagged gets go by message). Only gets with
+  // exactly this tag read it. The memory must stay valid until unserve().
+  // To reuse a range for the next round: unserve, write, serve_tagged again
+  // with a new tag (a new handle: handles are never reused).
+  virtual Result<uint64_t> serve_tagged(const void* address, size_t length, uint64_t tag) = 0;
+  // Stops serving a range of serve_tagged (other handles are ignored). Once
+  // it returns, no reply packs bytes from the range any more (a reply still
+  // going out fails its get with ESTALE): the caller may rewrite or free it.
+  virtual void unserve(uint64_t handle) = 0;
 
  protected:
   Fabric() = default;

@@ -152,19 +152,19 @@ Endpoint::PendingGet UcxEndpoint::start_get_into(const RemoteKey& key, uint64_t 
   return start(key, remote_address, dst.size(), am_gets_ ? dst.data() : nullptr);
 }
 
+Endpoint::PendingGet UcxEndpoint::start_get_tagged(uint64_t remote_address, size_t size, uint64_t tag) {
+  if (tag == 0)  // 0 is an untagged get's, which needs a remote key
+    return PendingGet(Status(EINVAL, "a tagged get from " + peer_ + " needs a tag other than 0"), size);
+  // A private buffer: a tagged get that fails (another round) leaves the
+  // caller's memory as it was.
+  return start_by_message(remote_address, size, nullptr, tag);
+}
+
 Endpoint::PendingGet UcxEndpoint::start(const RemoteKey& key, uint64_t remote_address, size_t size,
                                         std::byte* direct) {
+  if (am_gets_) return start_by_message(remote_address, size, direct, 0);
   if (failed()) return PendingGet(Status(ECONNRESET, "connection to " + peer_ + " is broken"), size);
-  if (am_gets_ && size > kMaxAmGet)  // checked before allocating: the target refuses it anyway
-    return PendingGet(Status(EMSGSIZE, "a get of " + std::to_string(size) + " bytes from " + peer_ +
-                                           " is larger than a get by message may be (" + std::to_string(kMaxAmGet) + ")"),
-                      size);
   auto op = std::make_shared<GetOp>(size, direct);
-  if (am_gets_) {
-    post_am_get(ep_, fabric_.pending_gets_, this, op, remote_address);
-    fabric_.wake();
-    return PendingGet(std::move(op), size);
-  }
   auto* holder = new std::shared_ptr<GetOp>(op);
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -179,6 +179,20 @@ Endpoint::PendingGet UcxEndpoint::start(const RemoteKey& key, uint64_t remote_ad
   } else {
     fabric_.wake();
   }
+  return PendingGet(std::move(op), size);
+}
+
+Endpoint::PendingGet UcxEndpoint::start_by_message(uint64_t remote_address, size_t size, std::byte* direct,
+                                                   uint64_t tag) {
+  if (failed()) return PendingGet(Status(ECONNRESET, "connection to " + peer_ + " is broken"), size);
+  if (size > kMaxAmGet)  // checked before allocating: the target refuses it anyway
+    return PendingGet(Status(EMSGSIZE, "a get of " + std::to_string(size) + " bytes from " + peer_ +
+                                           " is larger than a get by message may be (" + std::to_string(kMaxAmGet) + ")"),
+                      size);
+  auto op = std::make_shared<GetOp>(size, direct);
+  op->tag = tag;
+  post_am_get(ep_, fabric_.pending_gets_, this, op, remote_address);
+  fabric_.wake();
   return PendingGet(std::move(op), size);
 }
 
@@ -415,5 +429,16 @@ Result<std::unique_ptr<Registration>> UcxFabric::register_memory(void* address, 
   r->served_handle_ = served_.add(static_cast<const std::byte*>(address), length);
   return std::unique_ptr<Registration>(std::move(r));
 }
+
+Result<uint64_t> UcxFabric::serve_tagged(const void* address, size_t length, uint64_t tag) {
+  if (tag == 0)
+    return Status(EINVAL, "serving " + std::to_string(length) + " bytes for tagged gets: tag 0 is an untagged get's");
+  return served_.add(static_cast<const std::byte*>(address), length, tag);
+}
+
+// ServedMemory::remove waits for a reply packing from the range (it packs
+// under the same lock) and every later pack of it fails: after this returns,
+// the range's bytes are not read again.
+void UcxFabric::unserve(uint64_t handle) { (void)served_.remove_tagged(handle); }
 
 }  // namespace dlfs::transport

@@ -16,8 +16,10 @@
 // remote key packed, and its range is listed in ServedMemory. Gets on an
 // endpoint are ucp_get where a transport does them one-sided, and DLFS's
 // own request/reply messages where UCX would emulate them (am_get.h: an
-// asker killed mid-get then cannot abort the node serving it). Errors of an
-// endpoint reach its error callback on the progress thread.
+// asker killed mid-get then cannot abort the node serving it); tagged gets
+// always by message, their ranges listed in ServedMemory with their tags
+// (no ucp_mem_map). Errors of an endpoint reach its error callback on the
+// progress thread.
 #pragma once
 
 #include <atomic>
@@ -51,6 +53,13 @@ class UcxEndpoint final : public Endpoint {
   Result<std::unique_ptr<RemoteKey>> unpack(const std::string& packed_rkey) override;
   PendingGet start_get(const RemoteKey& key, uint64_t remote_address, size_t size) override;
   PendingGet start_get_into(const RemoteKey& key, uint64_t remote_address, std::span<std::byte> dst) override;
+  // By message on every endpoint: on one that gets one-sided (ucp_get) too,
+  // over the same lanes its other messages take. Such an endpoint may lack
+  // peer-failure handling (shared memory asked for): its messages then go
+  // over shared memory, where a reply to a killed asker is no error UCX
+  // acts on (fabric_kill_test's askers switched to tagged gets with
+  // gets=rma over posix,cma,sysv,tcp: 120 killed mid-get, the target lived).
+  PendingGet start_get_tagged(uint64_t remote_address, size_t size, uint64_t tag) override;
   Status finish_get(PendingGet& get, std::span<std::byte> dst, std::chrono::steady_clock::time_point deadline) override;
 
  private:
@@ -59,6 +68,8 @@ class UcxEndpoint final : public Endpoint {
   static void on_error(void* arg, ucp_ep_h ep, ucs_status_t status);
   // A get into `direct` (the caller's memory, gets by message only) or a private buffer.
   PendingGet start(const RemoteKey& key, uint64_t remote_address, size_t size, std::byte* direct);
+  // A get by message (am_get.h), untagged (tag 0) or tagged.
+  PendingGet start_by_message(uint64_t remote_address, size_t size, std::byte* direct, uint64_t tag);
   UcxFabric& fabric_;
   ucs_status_t create(const std::string& address, ucp_err_handling_mode_t mode);
   std::string ucx_info() const;  // ucp_ep_print_info's text
@@ -100,6 +111,8 @@ class UcxFabric final : public Fabric {
   Result<std::unique_ptr<Endpoint>> connect_worker(const std::string& address, const std::string& peer,
                                                    std::function<void(const std::string& why)> on_failure) override;
   Result<std::unique_ptr<Registration>> register_memory(void* address, size_t length) override;
+  Result<uint64_t> serve_tagged(const void* address, size_t length, uint64_t tag) override;
+  void unserve(uint64_t handle) override;
 
  private:
   friend class UcxEndpoint;

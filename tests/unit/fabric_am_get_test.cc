@@ -3,6 +3,8 @@
 // the node serving them down. Built into unit_fabric, so it runs once per
 // transport (UCX_TLS=tcp and shared memory, see meson.build); the in-process
 // tests force GetMode::am, the kill test uses what daemons use (automatic).
+// Tagged gets (round buffers) are checked here too, over UCX and over the
+// in-process fake the cluster's tests use, against the same expectations.
 #include "transport/am_get.h"
 #include "transport/fabric.h"
 
@@ -19,6 +21,15 @@
 #include <cstring>
 #include <random>
 #include <thread>
+
+// The fake fabric, compiled into this executable (unit_fabric does not list
+// it among its sources): its tagged gets must meet the same contract as UCX's.
+// Included, its anonymous-namespace types inside named ones draw GCC's
+// -Wsubobject-linkage, which only matters for a header shared by several files.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wsubobject-linkage"
+#include "fake_fabric.cc"
+#pragma GCC diagnostic pop
 
 namespace dlfs::transport {
 namespace {
@@ -344,6 +355,350 @@ TEST(FabricAmGets, MemoryWithdrawnMidReplyFailsTheGetNeverWrongBytes) {
   }
   std::printf("[ withdrawn ] %zu gets served before, %zu failed after\n", ok, failed);
   EXPECT_GT(failed, 0u) << "every reply was out before the memory was withdrawn: the test proved nothing";
+}
+
+// ---- tagged gets: round buffers -----------------------------------------------
+
+// Byte i of a slot in round `tag`. Rounds less than 256 apart differ at every
+// byte (97 is odd), so a byte of a neighbouring round never passes for this one's.
+std::byte round_byte(uint64_t tag, size_t i) {
+  return static_cast<std::byte>(i * 7 + (i >> 9) + tag * 97);
+}
+
+void fill_round(std::span<std::byte> slot, uint64_t tag) {
+  for (size_t i = 0; i < slot.size(); ++i) slot[i] = round_byte(tag, i);
+}
+
+uint64_t address_of(std::span<const std::byte> s) { return reinterpret_cast<uint64_t>(s.data()); }
+
+bool all_are(std::span<const std::byte> s, std::byte b) {
+  return std::all_of(s.begin(), s.end(), [b](std::byte x) { return x == b; });
+}
+
+// What tagged gets do on any fabric: `server` serves, `ep` is a client's
+// data endpoint to it.
+void check_tagged_gets(Fabric& server, Endpoint& ep) {
+  const size_t size = (1 << 20) + 13;  // several reply chunks
+  std::vector<std::byte> slot(size);
+  fill_round(slot, 7);
+  auto first = server.serve_tagged(slot.data(), size, 7);
+  ASSERT_TRUE(first) << first.status().message();
+  const uint64_t base = address_of(slot);
+
+  // The bytes served with the tag, whole and in part.
+  std::vector<std::byte> got(size);
+  Status s = ep.get_tagged(base, 7, got, 10s);
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_TRUE(got == slot);
+  std::vector<std::byte> part(70000);
+  ASSERT_TRUE(ep.get_tagged(base + 1000, 7, part, 10s));
+  EXPECT_EQ(0, std::memcmp(part.data(), slot.data() + 1000, part.size()));
+
+  // Another tag: ESTALE, naming the tag; the destination stays as it was.
+  std::vector<std::byte> untouched(100000, std::byte{0x5a});
+  s = ep.get_tagged(base, 8, untouched, 10s);
+  EXPECT_EQ(s.err(), ESTALE) << s.message();
+  EXPECT_NE(s.message().find("tag 8"), std::string::npos) << s.message();
+  EXPECT_TRUE(all_are(untouched, std::byte{0x5a}));
+  // The right tag, but running past the range: no range with it holds the bytes.
+  std::vector<std::byte> past(20);
+  EXPECT_EQ(ep.get_tagged(base + size - 10, 7, past, 10s).err(), ESTALE);
+  // Tag 0 is an untagged get's, on either side.
+  EXPECT_EQ(ep.get_tagged(base, 0, part, 10s).err(), EINVAL);
+  EXPECT_EQ(server.serve_tagged(slot.data(), size, 0).status().err(), EINVAL);
+
+  // Unserved: refused from then on.
+  server.unserve(*first);
+  s = ep.get_tagged(base, 7, got, 10s);
+  EXPECT_EQ(s.err(), ESTALE) << s.message();
+
+  // The slot reused for the next round: same addresses, new bytes, new tag.
+  fill_round(slot, 9);
+  auto next = server.serve_tagged(slot.data(), size, 9);
+  ASSERT_TRUE(next) << next.status().message();
+  EXPECT_NE(*next, *first) << "a handle was reused";
+  s = ep.get_tagged(base, 7, got, 10s);
+  EXPECT_EQ(s.err(), ESTALE) << "the old round's tag read the new round's bytes: " << s.message();
+  ASSERT_TRUE(ep.get_tagged(base, 9, got, 10s));
+  EXPECT_TRUE(got == slot);
+  EXPECT_EQ(got[0], round_byte(9, 0));
+
+  // Two slots holding two rounds at once: each tag reads its own slot only.
+  std::vector<std::byte> other(4096);
+  fill_round(other, 10);
+  auto second = server.serve_tagged(other.data(), other.size(), 10);
+  ASSERT_TRUE(second);
+  std::vector<std::byte> small(4096);
+  ASSERT_TRUE(ep.get_tagged(address_of(other), 10, small, 10s));
+  EXPECT_TRUE(small == other);
+  EXPECT_EQ(ep.get_tagged(address_of(other), 9, small, 10s).err(), ESTALE);
+  EXPECT_EQ(ep.get_tagged(base, 10, small, 10s).err(), ESTALE);
+  ASSERT_TRUE(ep.get_tagged(base, 9, small, 10s));
+
+  // Batched like untagged gets: started together, finished under one deadline.
+  std::vector<Endpoint::PendingGet> pending;
+  for (int i = 0; i < 8; ++i) pending.push_back(ep.start_get_tagged(base + i * 100000, 50000, i % 2 == 0 ? 9 : 7));
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  for (int i = 0; i < 8; ++i) {
+    std::vector<std::byte> b(50000);
+    s = ep.finish_get(pending[i], b, deadline);
+    if (i % 2 == 0) {
+      ASSERT_TRUE(s) << i << ": " << s.message();
+      EXPECT_EQ(0, std::memcmp(b.data(), slot.data() + i * 100000, b.size())) << i;
+    } else {
+      EXPECT_EQ(s.err(), ESTALE) << i << ": " << s.message();
+    }
+  }
+
+  server.unserve(*next);
+  server.unserve(*second);
+  server.unserve(*second);  // twice: ignored
+  EXPECT_EQ(ep.get_tagged(base, 9, small, 10s).err(), ESTALE);
+  EXPECT_EQ(ep.get_tagged(address_of(other), 10, small, 10s).err(), ESTALE);
+  EXPECT_FALSE(ep.failed());
+}
+
+// One thread rewrites a slot round after round (unserve, write the new
+// round's bytes, serve with its tag), others get from it with the tag they
+// believe current: a get either fails with ESTALE or returns exactly its
+// round's bytes, never some of another's.
+void check_rounds_never_mix(Fabric& server, Endpoint& ep, std::chrono::milliseconds how_long) {
+  const size_t size = (1 << 20) + 5;  // 18 reply chunks over UCX
+  std::vector<std::byte> slot(size);
+  fill_round(slot, 1);
+  auto first = server.serve_tagged(slot.data(), size, 1);
+  ASSERT_TRUE(first) << first.status().message();
+  std::atomic<uint64_t> current{1};
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> rounds{1};
+  std::thread writer([&] {
+    uint64_t handle = *first;
+    std::mt19937_64 rng(1);
+    for (uint64_t tag = 2; !stop.load(); ++tag) {
+      std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));
+      server.unserve(handle);  // from here on no reply reads the slot: it may be rewritten
+      fill_round(slot, tag);
+      auto h = server.serve_tagged(slot.data(), size, tag);
+      if (!h) {
+        ADD_FAILURE() << h.status().message();
+        return;
+      }
+      handle = *h;
+      current.store(tag);
+      ++rounds;
+    }
+    server.unserve(handle);
+  });
+  std::atomic<uint64_t> ok{0}, stale{0}, mid_reply{0}, wrong{0}, failed{0};
+  std::mutex first_error_mu;
+  std::string first_error;
+  auto note_error = [&](const std::string& what) {
+    std::lock_guard lk(first_error_mu);
+    if (first_error.empty()) first_error = what;
+  };
+  // Checks one finished get of [off, off + got.size()) for `tag`.
+  auto check = [&](const Status& s, uint64_t tag, size_t off, std::span<const std::byte> got) {
+    if (!s) {
+      if (s.err() != ESTALE) {
+        ++failed;
+        note_error(s.message());
+      } else {
+        ++stale;
+        if (s.message().find("while replying") != std::string::npos) ++mid_reply;
+      }
+      return;
+    }
+    ++ok;
+    for (size_t i = 0; i < got.size(); ++i)
+      if (got[i] != round_byte(tag, off + i)) {
+        ++wrong;
+        note_error("a get for tag " + std::to_string(tag) + " at " + std::to_string(off) + "+" +
+                   std::to_string(got.size()) + " holds another round's byte at " + std::to_string(off + i));
+        return;
+      }
+  };
+  // Batches of gets in flight at once, so that replies queue behind each
+  // other on the target and are packed later than their requests were checked.
+  auto reader = [&](uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    constexpr int kBatch = 4;
+    std::vector<std::vector<std::byte>> got(kBatch);
+    const auto end = std::chrono::steady_clock::now() + how_long;
+    while (std::chrono::steady_clock::now() < end) {
+      const uint64_t tag = current.load();
+      std::vector<Endpoint::PendingGet> pending;
+      std::vector<size_t> offs;
+      for (int i = 0; i < kBatch; ++i) {
+        const size_t off = rng() % 4 == 0 ? 0 : rng() % size;
+        const size_t len = rng() % 2 == 0 ? size - off : 1 + rng() % (size - off);
+        got[i].assign(len, std::byte{0});
+        offs.push_back(off);
+        pending.push_back(ep.start_get_tagged(address_of(slot) + off, len, tag));
+      }
+      const auto deadline = std::chrono::steady_clock::now() + 10s;
+      for (int i = 0; i < kBatch; ++i) check(ep.finish_get(pending[i], got[i], deadline), tag, offs[i], got[i]);
+    }
+  };
+  std::thread r1(reader, 11), r2(reader, 12);
+  r1.join();
+  r2.join();
+  stop.store(true);
+  writer.join();
+  std::printf("[ rounds ] %llu rounds; gets: %llu right, %llu not this round (%llu of them mid-reply), %llu wrong, "
+              "%llu failed\n",
+              static_cast<unsigned long long>(rounds.load()), static_cast<unsigned long long>(ok.load()),
+              static_cast<unsigned long long>(stale.load()), static_cast<unsigned long long>(mid_reply.load()),
+              static_cast<unsigned long long>(wrong.load()), static_cast<unsigned long long>(failed.load()));
+  EXPECT_EQ(wrong.load(), 0u) << first_error;
+  EXPECT_EQ(failed.load(), 0u) << first_error;
+  EXPECT_GT(ok.load(), 0u);
+  EXPECT_GT(stale.load(), 0u) << "no get ever raced a new round: the test proved nothing";
+  EXPECT_FALSE(ep.failed());
+}
+
+// A server fabric and a client's data endpoint to it, nothing registered.
+struct TaggedPair {
+  std::unique_ptr<Fabric> server, client;
+  std::unique_ptr<Endpoint> ep;
+};
+
+std::unique_ptr<TaggedPair> tagged_pair(GetMode client_gets) {
+  auto p = std::make_unique<TaggedPair>();
+  auto s = Fabric::create({.listen_host = "127.0.0.1", .port = 0}, [](Message&) {});
+  auto c = Fabric::create({.listen_host = "", .port = 0, .listen = false, .gets = client_gets}, [](Message&) {});
+  EXPECT_TRUE(s && c);
+  if (!s || !c) return nullptr;
+  p->server = std::move(s).value();
+  p->client = std::move(c).value();
+  auto ep = p->client->connect_worker(p->server->worker_address(), "server", nullptr);
+  EXPECT_TRUE(ep) << ep.status().message();
+  if (!ep) return nullptr;
+  p->ep = std::move(ep).value();
+  return p;
+}
+
+// The same over the in-process fake (transport tests of the layer above use it).
+struct FakePair {
+  test::FakeNetwork net;
+  std::unique_ptr<Fabric> server, client;
+  std::unique_ptr<Endpoint> ep;
+};
+
+std::unique_ptr<FakePair> fake_pair() {
+  auto p = std::make_unique<FakePair>();
+  auto s = p->net.factory()({.listen_host = "", .port = 1}, [](Message&) {});
+  auto c = p->net.factory()({.listen_host = "", .port = 2}, [](Message&) {});
+  EXPECT_TRUE(s && c);
+  if (!s || !c) return nullptr;
+  p->server = std::move(s).value();
+  p->client = std::move(c).value();
+  auto ep = p->client->connect_worker(p->server->worker_address(), "server", nullptr);
+  EXPECT_TRUE(ep) << ep.status().message();
+  if (!ep) return nullptr;
+  p->ep = std::move(ep).value();
+  return p;
+}
+
+TEST(TaggedGets, ReadOnlyTheRoundServedWithTheirTag) {
+  auto p = tagged_pair(GetMode::am);
+  ASSERT_TRUE(p);
+  check_tagged_gets(*p->server, *p->ep);
+}
+
+// An endpoint whose untagged gets are one-sided (ucp_get: over shared memory,
+// with a cma lane, in fabric_shm): its tagged gets go by message all the
+// same, which the refusals of wrong tags show (a one-sided get checks nothing).
+TEST(TaggedGets, GoByMessageWhereUntaggedGetsAreOneSided) {
+  auto p = tagged_pair(GetMode::rma);
+  ASSERT_TRUE(p);
+  const std::string info = p->ep->describe();
+  ASSERT_NE(info.find("DLFS gets: ucp_get (rma)"), std::string::npos) << info;
+  if (const char* tl = std::getenv("DLFS_EXPECT_TL")) {
+    EXPECT_NE(info.find(tl), std::string::npos) << info;
+  }
+  check_tagged_gets(*p->server, *p->ep);
+
+  // A round buffer inside registered memory: the registration's untagged gets
+  // are not affected by serving or unserving a tagged range in it, and
+  // unserve() leaves a registration's range alone.
+  std::vector<std::byte> stripe = random_bytes(1 << 20, 21);
+  auto reg = p->server->register_memory(stripe.data(), stripe.size());
+  ASSERT_TRUE(reg) << reg.status().message();
+  auto key = p->ep->unpack((*reg)->packed_rkey());
+  ASSERT_TRUE(key) << key.status().message();
+  const std::span<std::byte> round(stripe.data() + 4096, 200000);
+  fill_round(round, 5);
+  auto h = p->server->serve_tagged(round.data(), round.size(), 5);
+  ASSERT_TRUE(h);
+  std::vector<std::byte> got(round.size());
+  ASSERT_TRUE(p->ep->get_tagged(address_of(round), 5, got, 10s));
+  EXPECT_EQ(0, std::memcmp(got.data(), round.data(), got.size()));
+  p->server->unserve(*h);
+  EXPECT_EQ(p->ep->get_tagged(address_of(round), 5, got, 10s).err(), ESTALE);
+  Status s = p->ep->get(**key, address_of(round), got, 10s);
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_EQ(0, std::memcmp(got.data(), round.data(), got.size()));
+  for (uint64_t handle = 0; handle < 64; ++handle) p->server->unserve(handle);  // none is a tagged range now
+  ASSERT_TRUE(p->ep->get(**key, (*reg)->address(), got, 10s)) << "unserve removed a registration's range";
+  EXPECT_EQ(0, std::memcmp(got.data(), stripe.data(), got.size()));
+}
+
+TEST(TaggedGets, RoundsNeverMixUnderConcurrentRewrites) {
+  auto p = tagged_pair(GetMode::automatic);
+  ASSERT_TRUE(p);
+  check_rounds_never_mix(*p->server, *p->ep, 2s);
+}
+
+TEST(TaggedGets, RoundsNeverMixOnAnEndpointThatGetsOneSided) {
+  auto p = tagged_pair(GetMode::rma);
+  ASSERT_TRUE(p);
+  check_rounds_never_mix(*p->server, *p->ep, 1s);
+}
+
+TEST(TaggedGets, TheFakeFabricKeepsTheSameContract) {
+  auto p = fake_pair();
+  ASSERT_TRUE(p);
+  check_tagged_gets(*p->server, *p->ep);
+  check_rounds_never_mix(*p->server, *p->ep, 1s);
+  // A node cut off: its tagged gets fail as untagged ones do, not as another round.
+  std::vector<std::byte> slot(4096);
+  ASSERT_TRUE(p->server->serve_tagged(slot.data(), slot.size(), 3));
+  p->net.drop(1);
+  std::vector<std::byte> got(4096);
+  EXPECT_EQ(p->ep->get_tagged(address_of(slot), 3, got, 10s).err(), ECONNRESET);
+}
+
+// The tag check of ServedMemory itself.
+TEST(TaggedGets, ServedMemoryMatchesTagsExactly) {
+  std::vector<std::byte> mem = random_bytes(1000, 4);
+  const uint64_t base = reinterpret_cast<uint64_t>(mem.data());
+  ServedMemory served;
+  const uint64_t whole = served.add(mem.data(), mem.size());       // a registration: untagged
+  const uint64_t round = served.add(mem.data() + 100, 500, 7);      // a round buffer inside it
+  EXPECT_EQ(served.find(base + 100, 10), whole) << "untagged gets prefer the untagged range";
+  EXPECT_EQ(served.find(base + 100, 10, 7), round);
+  EXPECT_EQ(served.find(base + 100, 500, 7), round);
+  EXPECT_EQ(served.find(base + 100, 501, 7), 0u);
+  EXPECT_EQ(served.find(base, 10, 7), 0u) << "inside the registration, outside the round";
+  EXPECT_EQ(served.find(base + 100, 10, 8), 0u);
+  EXPECT_EQ(served.find(base + 150, ~uint64_t{0} - 5, 7), 0u);  // the sum wraps
+  EXPECT_FALSE(served.remove_tagged(whole)) << "unserve must not remove a registration";
+  EXPECT_EQ(served.find(base, 10), whole);
+  served.remove(whole);
+  EXPECT_EQ(served.find(base + 100, 10), round) << "tag 0 reads any range holding the bytes";
+  EXPECT_EQ(served.find(base, 10), 0u);
+  // The range served again for the next round: a new handle, and the old one reads nothing.
+  std::vector<std::byte> out(10);
+  ASSERT_TRUE(served.read(round, base + 100, 10, out.data()));
+  EXPECT_TRUE(served.remove_tagged(round));
+  EXPECT_FALSE(served.remove_tagged(round));
+  const uint64_t next = served.add(mem.data() + 100, 500, 8);
+  EXPECT_NE(next, round);
+  EXPECT_FALSE(served.read(round, base + 100, 10, out.data())) << "the old round's handle read the new round";
+  EXPECT_EQ(served.find(base + 100, 10, 7), 0u);
+  EXPECT_EQ(served.find(base + 100, 10, 8), next);
+  ASSERT_TRUE(served.read(next, base + 100, 10, out.data()));
+  EXPECT_EQ(0, std::memcmp(out.data(), mem.data() + 100, 10));
 }
 
 }  // namespace

@@ -83,9 +83,18 @@ struct Region {
   size_t length = 0;
 };
 
+// A range served for tagged gets (Fabric::serve_tagged).
+struct TaggedRange {
+  uint16_t port = 0;
+  const std::byte* base = nullptr;
+  size_t length = 0;
+  uint64_t tag = 0;
+};
+
 struct HeldGet {
   uint64_t key = 0, address = 0;
   std::shared_ptr<FakeGetOp> op;
+  uint64_t tag = 0;  // a tagged get's (then no key)
 };
 
 std::string node_name(uint16_t port) { return "node:" + std::to_string(port); }
@@ -107,6 +116,7 @@ struct FakeNetwork::State {
   std::set<uint16_t> dropped, muted, stalled;
   std::map<uint16_t, std::vector<HeldGet>> held;
   std::map<uint64_t, Region> regions;  // by key id
+  std::map<uint64_t, TaggedRange> tagged;  // by handle (from next_id: never reused)
   std::map<uint16_t, uint64_t> served;
   std::set<uint16_t> recording;
   std::vector<FakeNetwork::Sent> sent;
@@ -120,6 +130,8 @@ struct FakeNetwork::State {
   bool alive(const End& e) const;                      // under mu
   bool post(const End& to, std::function<void(FakeFabric&)> task);  // under mu; false: unreachable
   void serve_get(uint16_t port, HeldGet get);          // takes mu
+  Status copy_registered(uint16_t port, const HeldGet& get) const;  // under mu
+  Status copy_tagged(uint16_t port, const HeldGet& get) const;      // under mu
 };
 
 class FakeFabric final : public Fabric {
@@ -131,6 +143,7 @@ class FakeFabric final : public Fabric {
       std::lock_guard lk(net_->mu);
       auto it = net_->live.find(port_);
       if (it != net_->live.end() && it->second == this) net_->live.erase(it);
+      std::erase_if(net_->tagged, [&](const auto& r) { return r.second.port == port_; });  // its memory may go now
     }
     thread_.stop();
   }
@@ -146,6 +159,8 @@ class FakeFabric final : public Fabric {
   Result<std::unique_ptr<Endpoint>> connect_worker(const std::string& address, const std::string& peer,
                                                    std::function<void(const std::string& why)>) override;
   Result<std::unique_ptr<Registration>> register_memory(void* address, size_t length) override;
+  Result<uint64_t> serve_tagged(const void* address, size_t length, uint64_t tag) override;
+  void unserve(uint64_t handle) override;
 
   void run(std::function<void(FakeFabric&)> task) {
     thread_.post([this, t = std::move(task)] { t(*this); });
@@ -184,17 +199,38 @@ void FakeNetwork::State::serve_get(uint16_t port, HeldGet get) {
     held[port].push_back(std::move(get));
     return;
   }
+  // The copy is made under mu, which unserve() takes: after it returned, no
+  // get reads the range (as the UCX fabric's ServedMemory).
+  Status s = get.tag != 0 ? copy_tagged(port, get) : copy_registered(port, get);
+  if (s) ++served[port];
+  get.op->complete(std::move(s));
+}
+
+Status FakeNetwork::State::copy_registered(uint16_t port, const HeldGet& get) const {
   auto r = regions.find(get.key);
   const size_t size = get.op->buffer.size();
   if (r == regions.end() || r->second.port != port)
-    return get.op->complete(Status(EFAULT, "get from " + node_name(port) + ": no such registered memory"));
+    return Status(EFAULT, "get from " + node_name(port) + ": no such registered memory");
   const Region& region = r->second;
   const auto base = reinterpret_cast<uint64_t>(region.base);
   if (get.address < base || get.address + size > base + region.length)
-    return get.op->complete(Status(EFAULT, "get from " + node_name(port) + ": outside the registered memory"));
+    return Status(EFAULT, "get from " + node_name(port) + ": outside the registered memory");
   std::memcpy(get.op->buffer.data(), region.base + (get.address - base), size);
-  ++served[port];
-  get.op->complete(Status::ok());
+  return Status::ok();
+}
+
+Status FakeNetwork::State::copy_tagged(uint16_t port, const HeldGet& get) const {
+  const size_t size = get.op->buffer.size();
+  for (const auto& [handle, r] : tagged) {
+    const auto base = reinterpret_cast<uint64_t>(r.base);
+    if (r.port != port || r.tag != get.tag || get.address < base || get.address - base > r.length ||
+        size > r.length - (get.address - base))
+      continue;
+    std::memcpy(get.op->buffer.data(), r.base + (get.address - base), size);
+    return Status::ok();
+  }
+  return Status(ESTALE, "get from " + node_name(port) + ": no range served with tag " + std::to_string(get.tag) +
+                            " holds those " + std::to_string(size) + " bytes (not this round)");
 }
 
 namespace {
@@ -261,14 +297,12 @@ class FakeEndpoint final : public Endpoint {
   }
 
   PendingGet start_get(const RemoteKey& key, uint64_t remote_address, size_t size) override {
-    auto op = std::make_shared<FakeGetOp>();
-    op->buffer.resize(size);
-    HeldGet get{static_cast<const FakeRemoteKey&>(key).id, remote_address, op};
-    std::lock_guard lk(net_->mu);
-    if (!net_->alive(from_)) return PendingGet(Status(ECONNRESET, "connection to " + peer_ + " is broken"), size);
-    const bool posted = net_->post(to_, [net = net_, port = to_.port, get](FakeFabric&) { net->serve_get(port, get); });
-    if (!posted) op->complete(Status(ECONNRESET, "get from " + peer_ + ": connection broken"));
-    return PendingGet(std::move(op), size);
+    return post_get(static_cast<const FakeRemoteKey&>(key).id, remote_address, size, 0);
+  }
+
+  PendingGet start_get_tagged(uint64_t remote_address, size_t size, uint64_t tag) override {
+    if (tag == 0) return PendingGet(Status(EINVAL, "a tagged get from " + peer_ + " needs a tag other than 0"), size);
+    return post_get(0, remote_address, size, tag);
   }
 
   Status finish_get(PendingGet& g, std::span<std::byte> dst, std::chrono::steady_clock::time_point deadline) override {
@@ -284,6 +318,18 @@ class FakeEndpoint final : public Endpoint {
   }
 
  private:
+  // A get into a private buffer, served on the owner's thread: by key, or by tag.
+  PendingGet post_get(uint64_t key, uint64_t remote_address, size_t size, uint64_t tag) {
+    auto op = std::make_shared<FakeGetOp>();
+    op->buffer.resize(size);
+    HeldGet get{key, remote_address, op, tag};
+    std::lock_guard lk(net_->mu);
+    if (!net_->alive(from_)) return PendingGet(Status(ECONNRESET, "connection to " + peer_ + " is broken"), size);
+    const bool posted = net_->post(to_, [net = net_, port = to_.port, get](FakeFabric&) { net->serve_get(port, get); });
+    if (!posted) op->complete(Status(ECONNRESET, "get from " + peer_ + ": connection broken"));
+    return PendingGet(std::move(op), size);
+  }
+
   // Answers go back to this endpoint's node, on its thread, without a reply of their own.
   std::function<Status(const std::string&)> replier() const {
     return [net = net_, from = from_, to = to_.port](const std::string& bytes) -> Status {
@@ -337,6 +383,21 @@ Result<std::unique_ptr<Registration>> FakeFabric::register_memory(void* address,
   net_->regions[id] = Region{port_, incarnation_, static_cast<const std::byte*>(address), length};
   return std::unique_ptr<Registration>(
       std::make_unique<FakeRegistration>(net_, id, reinterpret_cast<uint64_t>(address)));
+}
+
+Result<uint64_t> FakeFabric::serve_tagged(const void* address, size_t length, uint64_t tag) {
+  if (tag == 0)
+    return Status(EINVAL, "serving " + std::to_string(length) + " bytes for tagged gets: tag 0 is an untagged get's");
+  std::lock_guard lk(net_->mu);
+  const uint64_t handle = net_->next_id++;
+  net_->tagged[handle] = TaggedRange{port_, static_cast<const std::byte*>(address), length, tag};
+  return handle;
+}
+
+void FakeFabric::unserve(uint64_t handle) {
+  std::lock_guard lk(net_->mu);  // gets copy under it: none copies from the range after this
+  auto it = net_->tagged.find(handle);
+  if (it != net_->tagged.end() && it->second.port == port_) net_->tagged.erase(it);
 }
 
 FakeNetwork::FakeNetwork() : state_(std::make_shared<State>()) {}

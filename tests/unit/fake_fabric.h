@@ -7,7 +7,10 @@
 // memory is a span; a get copies from it into a private buffer on the
 // owner's thread, and finish_get copies that into the caller's destination,
 // so an abandoned get can complete late without touching it (the contract of
-// Endpoint::finish_get).
+// Endpoint::finish_get). Tagged gets (serve_tagged, start_get_tagged) are
+// served the same way from the ranges the node serves with their tags, with
+// the UCX fabric's errors (ESTALE for another tag or none); unserve and the
+// copies take one lock, so no copy reads a range after unserve returned.
 //
 // Faults, by node:
 //   drop     the node is cut off: endpoints to and from it fail, connects to
