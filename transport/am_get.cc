@@ -364,19 +364,16 @@ bool ServedMemory::remove_tagged(uint64_t handle) {
 
 uint64_t ServedMemory::find(uint64_t address, size_t length, uint64_t tag) const {
   std::lock_guard lk(mu_);
-  uint64_t tagged_match = 0;  // for tag 0: a tagged range, if no untagged one holds the bytes
   for (const auto& [handle, range] : ranges_) {
-    if (tag != 0 && range.tag != tag) continue;
+    // Exactly its tag: an untagged get never reads a round's slot (whose
+    // bytes change with the round), a tagged one only its round's.
+    if (range.tag != tag) continue;
     // Written so that no sum can overflow: address and length come from a peer.
     const bool holds = address >= range.address && address - range.address <= range.length &&
                        length <= range.length - (address - range.address);
-    if (!holds) continue;
-    // Untagged gets prefer a registration's range: it is not withdrawn at a
-    // round's end, so a reply from it does not fail with the round.
-    if (tag != 0 || range.tag == 0) return handle;
-    if (tagged_match == 0) tagged_match = handle;
+    if (holds) return handle;
   }
-  return tagged_match;
+  return 0;
 }
 
 bool ServedMemory::read(uint64_t handle, uint64_t address, size_t n, std::byte* dst) const {
