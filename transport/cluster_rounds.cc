@@ -7,6 +7,9 @@
 // the other: the answer is that round's bytes or a refusal (ESTALE: not
 // there, not yet or no longer), never another round's bytes. A refusal, a
 // peer that is down or a late answer: the reader goes to the backend.
+#include <algorithm>
+#include <thread>
+
 #include <spdlog/spdlog.h>
 
 #include "cache/round_remote.h"
@@ -45,6 +48,18 @@ void Cluster::Rounds::retired(int slot) {
   if (served_[slot]) c_.fabric_->unserve(std::exchange(served_[slot], 0));
 }
 
+bool Cluster::Rounds::gave_up(uint32_t member, uint64_t epoch, uint32_t round) const {
+  std::lock_guard lk(mu_);
+  return std::find(gave_up_.begin(), gave_up_.end(), std::tuple{member, epoch, round}) != gave_up_.end();
+}
+
+void Cluster::Rounds::give_up(uint32_t member, uint64_t epoch, uint32_t round) {
+  std::lock_guard lk(mu_);
+  if (std::find(gave_up_.begin(), gave_up_.end(), std::tuple{member, epoch, round}) != gave_up_.end()) return;
+  gave_up_.push_back({member, epoch, round});
+  if (gave_up_.size() > kGaveUpKept) gave_up_.pop_front();
+}
+
 std::vector<uint64_t> Cluster::Rounds::slot_addresses() const {
   return {reinterpret_cast<uint64_t>(pipeline_.slot_base(0)), reinterpret_cast<uint64_t>(pipeline_.slot_base(1))};
 }
@@ -67,14 +82,27 @@ bool Cluster::Rounds::fetch_round(uint32_t member, uint64_t epoch, uint32_t roun
   auto s = link->stripes.find(name_);
   if (s == link->stripes.end() || s->second.round_slots.size() != 2) return false;
   const uint64_t tag = cache::round_tag(key_, epoch, round);
-  const auto deadline = std::chrono::steady_clock::now() + c_.options_.get_timeout;
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + c_.options_.get_timeout;
+  // Not there yet: the member loads the round when its own readers reach the
+  // round before it, so a reader ahead waits for it a little (rounds move
+  // together), then reads the backend for the rest of that round.
+  const bool may_wait = !gave_up(member, epoch, round);
   const int first = slot_hint == 1 ? 1 : 0;
   Status st;
-  for (int slot : {first, 1 - first}) {
-    auto g = link->data_ep->start_get_tagged(s->second.round_slots[slot] + offset, dst.size(), tag);
-    st = link->data_ep->finish_get(g, dst, deadline);
-    if (st.is_ok()) return true;
-    if (st.err() != ESTALE) break;
+  for (;;) {
+    for (int slot : {first, 1 - first}) {
+      auto g = link->data_ep->start_get_tagged(s->second.round_slots[slot] + offset, dst.size(), tag);
+      st = link->data_ep->finish_get(g, dst, deadline);
+      if (st.is_ok()) return true;
+      if (st.err() != ESTALE) break;
+    }
+    if (st.err() != ESTALE || !may_wait) break;
+    if (std::chrono::steady_clock::now() - start >= kRoundWait) {
+      give_up(member, epoch, round);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   if (st.err() == ESTALE) {
     stale_.fetch_add(1, std::memory_order_relaxed);

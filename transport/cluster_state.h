@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 #include <thread>
+#include <tuple>
 
 #include "cache/storage_buffer.h"
 #include "transport/cluster.h"
@@ -113,6 +115,12 @@ class Cluster::Rounds : public cache::RoundRemote {
  private:
   void ready(int slot, uint64_t epoch, uint32_t round, const std::byte* base, uint64_t bytes);  // under the pipeline's lock
   void retired(int slot);                                                                      // the same
+  // Rounds a member did not have within kRoundWait: their other chunks go
+  // to the backend at once (a member far behind must not cost every read a wait).
+  bool gave_up(uint32_t member, uint64_t epoch, uint32_t round) const;
+  void give_up(uint32_t member, uint64_t epoch, uint32_t round);
+  static constexpr std::chrono::milliseconds kRoundWait{200};
+  static constexpr size_t kGaveUpKept = 64;
 
   Cluster& c_;
   std::string name_;
@@ -121,6 +129,8 @@ class Cluster::Rounds : public cache::RoundRemote {
   uint64_t served_[2] = {0, 0};  // handles of serve_tagged; 0: not served (under the pipeline's lock)
   std::atomic<int> inflight_{0};
   std::atomic<uint64_t> stale_{0};
+  mutable std::mutex mu_;  // guards gave_up_
+  std::deque<std::tuple<uint32_t, uint64_t, uint32_t>> gave_up_;  // (member, epoch, round), oldest first
 };
 
 }  // namespace dlfs::transport

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Rounds over the job's memory (issue 37): three nodes in network namespaces
+# (UCX over tcp), a dataset about 2.5x their aggregate memory budget. The
+# plan's rounds span the three nodes (R is the aggregate's); each node
+# streams its rank's view of two epochs (W = 3) at the same time, as
+# training would. Checks: every view's bytes are the backend's and every
+# file is in one rank's view per epoch; every node got chunks of rounds from
+# the others' memory; all nodes together read about the dataset once per
+# epoch from the backend (per-node rounds read it once per node).
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/netns_lib.sh"
+require_fuse
+command -v nsenter >/dev/null || skip "nsenter (util-linux) not installed"
+require_netns ucx
+N=3
+EPOCHS=2
+PORT_BASE=$(free_port_base $N)
+CHECK="$(dirname "$0")/check_cluster_rounds.py"
+
+# ~12 MB in 600 files; 1.6 MiB per node: 4.8 MiB in all, 0.4 of the dataset.
+"$PYTHON" "$GEN_DATASET" files "$WORK/data" --count 600 --size 20K --size-jitter 0.5 --dirs 6 --seed 39 >/dev/null
+TOTAL=$(du -sb --apparent-size "$WORK/data" | cut -f1)
+make_token "$WORK/token"
+TAG="r$$"
+CLEANUP_HOOKS+=("netns_down $TAG")
+netns_up "$TAG" $N || fail "could not build the namespaces"
+ADDRS=()
+for i in $(seq 0 $((N - 1))); do ADDRS+=("${NETNS_ADDRS[$i]}:$PORT_BASE"); done
+PEERS=$(IFS=,; echo "${ADDRS[*]}")
+export UCX_TLS=tcp UCX_NET_DEVICES=eth0 UCX_WARN_UNUSED_ENV_VARS=n
+
+for i in $(seq 0 $((N - 1))); do
+  DAEMON_WRAP=(nsenter "--net=/var/run/netns/${NETNS_NAMES[$i]}" --)
+  start_daemon "$WORK/mnt$i" "$WORK/d$i.log" --backend "$WORK/data" --name d --seed 39 --extent-size 64K \
+    --memory-budget 1600KiB --round-chunk 64K --peers "$PEERS" --rank "$i" --token-file "$WORK/token"
+done
+DAEMON_WRAP=()
+for i in $(seq 0 $((N - 1))); do
+  grep -q "rounds over the memory of $N nodes" "$WORK/d$i.log" || fail "node $i: rounds do not span the nodes: $(grep -i round "$WORK/d$i.log")"
+done
+up() { stat_field "$WORK/mnt$1" 'sum(m["state"] in ("up", "self") for m in s["cluster"]["members"])'; }
+for _ in $(seq 1 200); do
+  ok=1
+  for i in $(seq 0 $((N - 1))); do [ "$(up "$i")" = $N ] || ok=0; done
+  [ $ok = 1 ] && break
+  sleep 0.1
+done
+[ $ok = 1 ] || fail "the nodes did not all join: $(for i in 0 1 2; do tail -3 "$WORK/d$i.log"; done)"
+log "$N nodes joined; $(grep -o 'rounds over the memory.*' "$WORK/d0.log")"
+
+# Each node streams its rank's view, epoch after epoch, all nodes at once.
+mkdir -p "$WORK/views"
+READERS=()
+for i in $(seq 0 $((N - 1))); do
+  (for e in $(seq 0 $((EPOCHS - 1))); do cat "$WORK/mnt$i/d/epochs/$e/$N/$i.tar" >"$WORK/views/e$e-r$i.tar"; done) &
+  READERS+=($!)
+done
+for pid in "${READERS[@]}"; do wait "$pid" || fail "a node's reader failed"; done
+"$PYTHON" "$CHECK" views "$WORK/data" $EPOCHS $N "$WORK"/views/*.tar || fail "the streamed views are wrong"
+for i in $(seq 0 $((N - 1))); do cat "$WORK/mnt$i/.dlfs/stats" >"$WORK/stats$i.json"; done
+"$PYTHON" "$CHECK" stats "$TOTAL" $EPOCHS "$WORK"/stats*.json || fail "the nodes did not share their rounds"
+log "ok"
