@@ -56,7 +56,7 @@
 namespace dlfs::transport {
 
 // Version 1: the digest of the token in every hello and ping (no "v" field).
-inline constexpr uint32_t kProtocolVersion = 2;
+inline constexpr uint32_t kProtocolVersion = 3;  // 3: gets carry a tag (transport/am_get.h)
 // Larger messages are refused unread (a welcome or pong of a stripe in
 // ~100,000 separate resident runs still fits).
 inline constexpr size_t kMaxMessageBytes = size_t{1} << 20;

@@ -118,7 +118,7 @@ std::vector<dlfs::fuzz::Seed> dlfs::fuzz::seeds() {
       {"pong", encode(pong, key)},
       // Near misses: a version-1 hello (no "v"), an unknown kind, not a map.
       {"v1_hello", msgpack({{"t", "hello"}, {"rank", 1}, {"token", "x"}, {"session", 1}, {"datasets", json::object()}})},
-      {"unknown_kind", msgpack({{"t", "gossip"}, {"v", 2}, {"rank", 0}})},
+      {"unknown_kind", msgpack({{"t", "gossip"}, {"v", 3}, {"rank", 0}})},
       {"not_a_map", msgpack(json::array({1, "two", 3.0}))},
   };
 }

@@ -156,10 +156,10 @@ TEST(ClusterMessages, EachKindRoundTrips) {
 // The clear parts of each message, as MessagePack maps; what is sealed never
 // shows in the clear.
 TEST(ClusterMessages, WireFormat) {
-  EXPECT_EQ(encode(sample_hello()), msgpack({{"v", 2}, {"t", "hello"}, {"rank", 1}, {"to", 2}, {"session", 9},
+  EXPECT_EQ(encode(sample_hello()), msgpack({{"v", 3}, {"t", "hello"}, {"rank", 1}, {"to", 2}, {"session", 9},
                                              {"nonce", bin(std::string(kNonceBytes, 'n'))}}));
   const json p = json::from_msgpack(sample_proof_bytes());
-  EXPECT_EQ(p["v"], 2);
+  EXPECT_EQ(p["v"], 3);
   EXPECT_EQ(p["t"], "proof");
   EXPECT_EQ(p["rank"], 1);
   EXPECT_EQ(p["to"], 2);
@@ -169,11 +169,11 @@ TEST(ClusterMessages, WireFormat) {
   EXPECT_EQ(sample_proof_bytes().find("imagenet"), std::string::npos) << "dataset names travel in the clear";
   auto r = with_header<Refused>(0, 1, 3);
   r.why = "w";
-  EXPECT_EQ(encode(r), msgpack({{"v", 2}, {"t", "refused"}, {"rank", 0}, {"to", 1}, {"session", 3}, {"why", "w"}}));
+  EXPECT_EQ(encode(r), msgpack({{"v", 3}, {"t", "refused"}, {"rank", 0}, {"to", 1}, {"session", 3}, {"why", "w"}}));
   const Key key = session_key(job_key("job"), sample_transcript());
   const std::string sealed = encode(sample_welcome(), key);
   const json j = json::from_msgpack(sealed);
-  EXPECT_EQ(j["v"], 2);
+  EXPECT_EQ(j["v"], 3);
   EXPECT_EQ(j["t"], "welcome");
   EXPECT_EQ(j["rank"], 2);
   EXPECT_EQ(j["to"], 0);
@@ -256,7 +256,7 @@ void expect_error(const std::string& bytes, const std::vector<std::string>& ment
   for (const auto& s : mentions) EXPECT_NE(m.status().message().find(s), std::string::npos) << m.status().message();
 }
 
-json header(const std::string& kind) { return {{"v", 2}, {"t", kind}, {"rank", 1}, {"to", 0}, {"session", 2}}; }
+json header(const std::string& kind) { return {{"v", kProtocolVersion}, {"t", kind}, {"rank", 1}, {"to", 0}, {"session", 2}}; }
 
 TEST(ClusterMessages, MissingOrWrongTypedFieldsAreNamed) {
   json h = header("hello");
@@ -292,9 +292,9 @@ TEST(ClusterMessages, MissingOrWrongTypedFieldsAreNamed) {
   s = json::from_msgpack(encode(sample_welcome(), key));
   s["nonce"] = bin(std::string(12, 'x'));
   expect_error(msgpack(s), {"'nonce'", "12 bytes, not 24"});
-  expect_error(msgpack({{"v", 2}, {"t", "gossip"}, {"rank", 1}}), {"unknown kind 'gossip'"});
-  expect_error(msgpack({{"v", 2}, {"rank", 1}}), {"'t'"});
-  expect_error(msgpack({{"v", 2}, {"t", 5}}), {"'t'"});
+  expect_error(msgpack({{"v", kProtocolVersion}, {"t", "gossip"}, {"rank", 1}}), {"unknown kind 'gossip'"});
+  expect_error(msgpack({{"v", kProtocolVersion}, {"rank", 1}}), {"'t'"});
+  expect_error(msgpack({{"v", kProtocolVersion}, {"t", 5}}), {"'t'"});
   expect_error(msgpack({{"v", "two"}, {"t", "hello"}}), {"'v'", "protocol version"});
   expect_error(msgpack(json::array({1, 2})), {"not a map"});
 }
@@ -320,16 +320,22 @@ TEST(ClusterMessages, OtherProtocolVersionsDecodeAsAMismatchNamingThem) {
   EXPECT_EQ(m.kind, "hello");
   EXPECT_EQ(m.rank, 1u);
   EXPECT_EQ(m.session, 5u);
-  auto v3 = decode(msgpack({{"v", 3}, {"t", "future"}, {"rank", "?"}}));
-  ASSERT_TRUE(v3) << v3.status().message();
-  ASSERT_TRUE(std::holds_alternative<VersionMismatch>(*v3));
-  EXPECT_EQ(std::get<VersionMismatch>(*v3).version, 3u);
-  EXPECT_EQ(std::get<VersionMismatch>(*v3).kind, "future");
-  EXPECT_EQ(std::get<VersionMismatch>(*v3).rank, 0u) << "unreadable fields stay 0";
+  auto v4 = decode(msgpack({{"v", 4}, {"t", "future"}, {"rank", "?"}}));
+  ASSERT_TRUE(v4) << v4.status().message();
+  ASSERT_TRUE(std::holds_alternative<VersionMismatch>(*v4));
+  EXPECT_EQ(std::get<VersionMismatch>(*v4).version, 4u);
+  EXPECT_EQ(std::get<VersionMismatch>(*v4).kind, "future");
+  EXPECT_EQ(std::get<VersionMismatch>(*v4).rank, 0u) << "unreadable fields stay 0";
+  // Version 2 (untagged gets): a node of that build is refused at the join,
+  // not left to time out on gets it cannot read.
+  auto v2 = decode(msgpack({{"v", 2}, {"t", "hello"}, {"rank", 2}, {"session", 9}}));
+  ASSERT_TRUE(v2) << v2.status().message();
+  ASSERT_TRUE(std::holds_alternative<VersionMismatch>(*v2));
+  EXPECT_EQ(std::get<VersionMismatch>(*v2).version, 2u);
   // A refusal of this version is readable by a version-1 node: "t", "rank",
   // "session" and "why" as it expects them.
   auto r = with_header<Refused>(0, 1, 5);
-  r.why = "protocol version 1 is not this node's (2)";
+  r.why = "protocol version 1 is not this node's (3)";
   const json j = json::from_msgpack(encode(r));
   EXPECT_EQ(j["t"], "refused");
   EXPECT_TRUE(j["rank"].is_number_unsigned());

@@ -363,7 +363,7 @@ TEST_F(ClusterTest, MalformedForeignAndOtherVersionMessagesAreIgnoredOrRefused) 
   EXPECT_EQ(r1.why, "not on a session this node admitted (join again)");
   EXPECT_EQ(r1.session, 5u);
   const Refused r2 = as<Refused>(answers[1]);
-  EXPECT_EQ(r2.why, "protocol version 1 is not this node's (2): run one DLFS version on every node");
+  EXPECT_EQ(r2.why, "protocol version 1 is not this node's (3): run one DLFS version on every node");
   EXPECT_EQ(r2.session, 6u);
   EXPECT_TRUE(sees(0, 1, "up"));
   read_and_check(1, range_of(0).first, range_of(0).second);
