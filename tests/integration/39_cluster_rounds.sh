@@ -6,7 +6,9 @@
 # training would. Checks: every view's bytes are the backend's and every
 # file is in one rank's view per epoch; every node got chunks of rounds from
 # the others' memory; all nodes together read about the dataset once per
-# epoch from the backend (per-node rounds read it once per node).
+# epoch from the backend (per-node rounds read it once per node). Then a
+# node killed while the others stream epoch 2: their views stay exact (the
+# dead node's chunks come from the backend).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns_lib.sh"
 require_fuse
@@ -59,4 +61,17 @@ for pid in "${READERS[@]}"; do wait "$pid" || fail "a node's reader failed"; don
 "$PYTHON" "$CHECK" views "$WORK/data" $EPOCHS $N "$WORK"/views/*.tar || fail "the streamed views are wrong"
 for i in $(seq 0 $((N - 1))); do cat "$WORK/mnt$i/.dlfs/stats" >"$WORK/stats$i.json"; done
 "$PYTHON" "$CHECK" stats "$TOTAL" $EPOCHS "$WORK"/stats*.json || fail "the nodes did not share their rounds"
+
+# Node 2 killed while nodes 0 and 1 stream epoch 2.
+mkdir -p "$WORK/after"
+READERS=()
+for i in 0 1; do
+  (cat "$WORK/mnt$i/d/epochs/2/$N/$i.tar" >"$WORK/after/e2-r$i.tar") &
+  READERS+=($!)
+done
+sleep 0.05
+kill -KILL "$(pgrep -f "dlfsd --mountpoint $WORK/mnt2 ")"
+for pid in "${READERS[@]}"; do wait "$pid" || fail "a reader failed after node 2 died"; done
+"$PYTHON" "$CHECK" bytes "$WORK/data" "$WORK"/after/*.tar || fail "views read while node 2 died are wrong"
+log "node 2 killed mid-epoch: nodes 0 and 1 read exact views ($(stat_field "$WORK/mnt0" 's["datasets"][0]["views"]["epochs"]["backend_bytes"]') view bytes from the backend on node 0)"
 log "ok"

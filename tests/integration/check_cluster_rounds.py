@@ -5,6 +5,9 @@
       every member of every rank's .tar holds its backend file's bytes, and
       across the W ranks of an epoch every file appears at least once and
       only padding repeats one (at most W - 1 repeats);
+  check_cluster_rounds.py bytes BACKEND TAR...
+      every member of each .tar holds its backend file's bytes (no coverage:
+      views of the ranks that were read);
   check_cluster_rounds.py stats TOTAL EPOCHS STATS...      (each node's /.dlfs/stats, copied)
       rounds span every node, peers served chunks of rounds (round_remote_bytes
       > 0 on every node), and the backend bytes all nodes read for the views
@@ -23,7 +26,7 @@ def fail(msg):
     sys.exit(1)
 
 
-def check_views(backend, epochs, w, tars):
+def check_views(backend, epochs, w, tars, coverage=True):
     files = sorted(os.path.relpath(os.path.join(d, f), backend) for d, _, fs in os.walk(backend) for f in fs)
     by_epoch = {}
     for path in tars:
@@ -43,6 +46,9 @@ def check_views(backend, epochs, w, tars):
                     if f.read() != data:
                         fail(f"{path}: member {name} differs from the backend file {rel}")
                 by_epoch.setdefault(e, []).append(rel)
+    if not coverage:
+        print(f"{sum(len(v) for v in by_epoch.values())} members of {len(tars)} views, every byte the backend's")
+        return
     for e in range(epochs):
         seen = by_epoch.get(e, [])
         missing = set(files) - set(seen)
@@ -86,6 +92,8 @@ def main():
         fail(__doc__)
     if sys.argv[1] == "views":
         check_views(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:])
+    elif sys.argv[1] == "bytes":
+        check_views(sys.argv[2], 0, 1, sys.argv[3:], coverage=False)
     elif sys.argv[1] == "stats":
         check_stats(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:])
     else:
