@@ -109,8 +109,8 @@ class ServedMemory {
   // registration's); false if `handle` is not one.
   bool remove_tagged(uint64_t handle);
   // The handle of a range that holds [address, address + length) for a get
-  // with `tag`, or 0. Tag 0 (untagged gets, as before tags): any range, an
-  // untagged one first. Any other tag: only a range served with exactly it.
+  // with `tag`, or 0: only a range served with exactly that tag (0: an
+  // untagged range, never a round's).
   uint64_t find(uint64_t address, size_t length, uint64_t tag = 0) const;
   // Copies n bytes at `address` (inside range `handle`, as find() said) to
   // dst, if that range is still listed; false if it was removed meanwhile.

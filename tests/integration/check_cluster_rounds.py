@@ -77,6 +77,8 @@ def check_stats(total, epochs, stats_files):
               f"{d['plan']['rounds_per_epoch']} rounds/epoch; loaded {loaded} bytes of rounds, "
               f"{fell_back} bytes of views from the backend, {got} bytes from peers' rounds, "
               f"stalls {d['rounds']['stalls']}")
+        loads = [f"{ev['epoch']}/{ev['round']}" for ev in d["rounds"]["timeline"]]
+        print(f"  rounds loaded, in order: {' '.join(loads)}")
         backend += loaded + fell_back
         remote += got
     per_epoch = backend / epochs / total
