@@ -119,6 +119,7 @@ class RoundPipeline {
   // Before reads start (or with events that outlive the pipeline).
   void set_slot_events(SlotEvents events);
   uint64_t slot_bytes() const { return slot_bytes_; }
+  bool spread() const { return spread_; }  // rounds over the job's members (RoundMembers)
   const std::byte* slot_base(int slot) const { return slots_[slot].base; }  // slot 0 or 1
   // Bytes of `round` of `order`'s epoch this node loads (all of it without members).
   uint64_t own_bytes(const EpochOrder& order, uint32_t round) const;

@@ -194,6 +194,12 @@ Status SampleReader::gather_piece(uint64_t s, uint64_t from, uint64_t n, const S
 
 bool SampleReader::in_memory(uint64_t s, const SampleContext& at) const {
   if (rounds_ != nullptr && at.order != nullptr) {
+    // Rounds over the job's memory: the round buffers are the read-ahead (a
+    // round not loaded yet is being loaded, or will be, with large
+    // sequential reads, and its chunks elsewhere come from their nodes). A
+    // ring that fetched its samples from the backend meanwhile would read
+    // them twice (in 39_cluster_rounds, as many bytes again as the loads).
+    if (rounds_->spread()) return true;
     const plan::EpochOrder& order = **at.order;
     return rounds_->is_ready(order.epoch, order.round_of(at.position));
   }

@@ -22,6 +22,11 @@ constexpr std::array<std::string_view, 2> enum_names(Remainder) { return {"pad",
 enum class Order { ordered, opportunistic };
 constexpr std::array<std::string_view, 2> enum_names(Order) { return {"ordered", "opportunistic"}; }
 
+// Whose memory rounds are cut from on a cluster (plan/round_placement.h):
+// every node's together (DeepIO III-A), or each node's own.
+enum class RoundSpan { cluster, node };
+constexpr std::array<std::string_view, 2> enum_names(RoundSpan) { return {"cluster", "node"}; }
+
 #define DLFS_PLAN_KEYS(KEY)                                                                                            \
   KEY(seed, uint64_t, 0, "--seed", "Job seed of the epoch views: same seed, same orders on every node and restart",    \
       .range(0))                                                                                                       \
@@ -29,6 +34,9 @@ constexpr std::array<std::string_view, 2> enum_names(Order) { return {"ordered",
       "When samples do not divide by W: pad (wrap, as DistributedSampler) or drop")                                    \
   KEY(shuffle_ratio, double, 0, "--shuffle-ratio", "R: share of the dataset resident per round (0 < R <= 1)",          \
       .within(0, 1).note("0 (from the memory budget)"))                                                                \
+  KEY(round_span, RoundSpan, RoundSpan::cluster, "--round-span",                                                       \
+      "On a cluster, rounds over every node's memory (cluster: R is the nodes' together, each node loads its part "   \
+      "and reads the others' from them) or over each node's own (node: every node loads whole rounds)")               \
   KEY(round_chunk, uint64_t, 1ull << 20, "--round-chunk",                                                              \
       "Unit rounds are built and loaded in (chunks of whole samples)", .bytes(1))                                      \
   KEY(min_randomization, double, 0, "--min-randomization", "Refuse to start if the randomization level is below this", \

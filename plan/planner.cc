@@ -37,6 +37,7 @@ Result<std::unique_ptr<Planner>> Planner::create(const std::string& name, const 
       [&](uint64_t i) { return m.sample(i).length + m.sample_check_bytes(i); });
   const uint64_t total = p->shape_.total_bytes;
   const double r = plan.shuffle_ratio;
+  if (plan.round_span == RoundSpan::node) nodes = 1;  // each node's own memory: whole rounds on every node
   if (nodes > 1 && ((r > 0 && r < 1) || (r == 0 && held_bytes > memory_budget))) {
     // Rounds over the job's memory: each member's two slots hold half its budget each.
     p->member_slots_.assign(nodes, memory_budget / 2);

@@ -31,33 +31,54 @@ for i in $(seq 0 $((N - 1))); do ADDRS+=("${NETNS_ADDRS[$i]}:$PORT_BASE"); done
 PEERS=$(IFS=,; echo "${ADDRS[*]}")
 export UCX_TLS=tcp UCX_NET_DEVICES=eth0 UCX_WARN_UNUSED_ENV_VARS=n
 
-for i in $(seq 0 $((N - 1))); do
-  DAEMON_WRAP=(nsenter "--net=/var/run/netns/${NETNS_NAMES[$i]}" --)
-  start_daemon "$WORK/mnt$i" "$WORK/d$i.log" --backend "$WORK/data" --name d --seed 39 --extent-size 64K \
-    --memory-budget 1600KiB --round-chunk 64K --peers "$PEERS" --rank "$i" --token-file "$WORK/token"
-done
-DAEMON_WRAP=()
+# cluster SPAN [TAG [FLAGS...]]: starts the three daemons (mountpoints mnt<TAG><i>) with round_span SPAN and waits for the joins.
+cluster() {
+  local span=$1 tag=${2:-} i
+  shift $(($# < 2 ? $# : 2))
+  for i in $(seq 0 $((N - 1))); do
+    DAEMON_WRAP=(nsenter "--net=/var/run/netns/${NETNS_NAMES[$i]}" --)
+    start_daemon "$WORK/mnt$tag$i" "$WORK/d$tag$i.log" --backend "$WORK/data" --name d --seed 39 --extent-size 64K \
+      --memory-budget 1600KiB --round-chunk 64K --round-span "$span" --peers "$PEERS" --rank "$i" \
+      --token-file "$WORK/token" "$@"
+  done
+  DAEMON_WRAP=()
+  up() { stat_field "$WORK/mnt$tag$1" 'sum(m["state"] in ("up", "self") for m in s["cluster"]["members"])'; }
+  for _ in $(seq 1 200); do
+    ok=1
+    for i in $(seq 0 $((N - 1))); do [ "$(up "$i")" = $N ] || ok=0; done
+    [ $ok = 1 ] && break
+    sleep 0.1
+  done
+  [ $ok = 1 ] || fail "the nodes did not all join: $(for i in 0 1 2; do tail -3 "$WORK/d$tag$i.log"; done)"
+}
+# stream TAG DIR: each node streams its rank's view, epoch after epoch, all nodes at once.
+stream() {
+  local tag=$1 dir=$2 i pids=()
+  mkdir -p "$dir"
+  for i in $(seq 0 $((N - 1))); do
+    (for e in $(seq 0 $((EPOCHS - 1))); do cat "$WORK/mnt$tag$i/d/epochs/$e/$N/$i.tar" >"$dir/e$e-r$i.tar"; done) &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || fail "a node's reader failed"; done
+}
+
+# First each node's own rounds (round_span = node), for the comparison;
+# without read-ahead rings, which in rounds would fetch from the backend the
+# samples of rounds not loaded yet (rounds over the nodes have none).
+cluster node p --no-readahead
+stream p "$WORK/views-node"
+"$PYTHON" "$CHECK" views "$WORK/data" $EPOCHS $N "$WORK"/views-node/*.tar || fail "the per-node views are wrong"
+for i in $(seq 0 $((N - 1))); do cat "$WORK/mntp$i/.dlfs/stats" >"$WORK/node-stats$i.json"; done
+"$PYTHON" "$CHECK" stats "$TOTAL" $EPOCHS "$WORK"/node-stats*.json --per-node || fail "per-node rounds: no figures"
+for i in $(seq 0 $((N - 1))); do stop_daemon "$(pgrep -f "dlfsd --mountpoint $WORK/mntp$i ")" "$WORK/mntp$i"; done
+
+# Then rounds over the three nodes' memory (the default).
+cluster cluster
 for i in $(seq 0 $((N - 1))); do
   grep -q "rounds over the memory of $N nodes" "$WORK/d$i.log" || fail "node $i: rounds do not span the nodes: $(grep -i round "$WORK/d$i.log")"
 done
-up() { stat_field "$WORK/mnt$1" 'sum(m["state"] in ("up", "self") for m in s["cluster"]["members"])'; }
-for _ in $(seq 1 200); do
-  ok=1
-  for i in $(seq 0 $((N - 1))); do [ "$(up "$i")" = $N ] || ok=0; done
-  [ $ok = 1 ] && break
-  sleep 0.1
-done
-[ $ok = 1 ] || fail "the nodes did not all join: $(for i in 0 1 2; do tail -3 "$WORK/d$i.log"; done)"
 log "$N nodes joined; $(grep -o 'rounds over the memory.*' "$WORK/d0.log")"
-
-# Each node streams its rank's view, epoch after epoch, all nodes at once.
-mkdir -p "$WORK/views"
-READERS=()
-for i in $(seq 0 $((N - 1))); do
-  (for e in $(seq 0 $((EPOCHS - 1))); do cat "$WORK/mnt$i/d/epochs/$e/$N/$i.tar" >"$WORK/views/e$e-r$i.tar"; done) &
-  READERS+=($!)
-done
-for pid in "${READERS[@]}"; do wait "$pid" || fail "a node's reader failed"; done
+stream "" "$WORK/views"
 "$PYTHON" "$CHECK" views "$WORK/data" $EPOCHS $N "$WORK"/views/*.tar || fail "the streamed views are wrong"
 for i in $(seq 0 $((N - 1))); do cat "$WORK/mnt$i/.dlfs/stats" >"$WORK/stats$i.json"; done
 "$PYTHON" "$CHECK" stats "$TOTAL" $EPOCHS "$WORK"/stats*.json || fail "the nodes did not share their rounds"

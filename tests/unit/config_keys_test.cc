@@ -63,7 +63,7 @@ const std::map<std::string, Reader> kMembers = {
     S("dataset.backend", backend),               S("dataset.format", format.format),
     S("dataset.record_size", format.record_size), S("dataset.header_bytes", format.header_bytes),
     S("dataset.seed", plan.seed),                S("dataset.remainder", plan.remainder),
-    S("dataset.shuffle_ratio", plan.shuffle_ratio), S("dataset.round_chunk", plan.round_chunk),
+    S("dataset.shuffle_ratio", plan.shuffle_ratio), S("dataset.round_chunk", plan.round_chunk), S("dataset.round_span", plan.round_span),
     S("dataset.min_randomization", plan.min_randomization), S("dataset.world_size", plan.world_size),
     S("dataset.epochs_listed", plan.epochs_listed), S("dataset.order", plan.order),
     S("dataset.opportunistic_window", plan.opportunistic_window), S("dataset.readahead", plan.readahead),
