@@ -556,10 +556,11 @@ struct TaggedPair {
   std::unique_ptr<Endpoint> ep;
 };
 
-std::unique_ptr<TaggedPair> tagged_pair(GetMode client_gets) {
-  auto p = std::make_unique<TaggedPair>();
-  auto s = Fabric::create({.listen_host = "127.0.0.1", .port = 0}, [](Message&) {});
-  auto c = Fabric::create({.listen_host = "", .port = 0, .listen = false, .gets = client_gets}, [](Message&) {});
+// Fills `p` with a server and a client fabric and the client's endpoint to
+// the server's worker; null (the test fails) if any of it could not be made.
+template <typename Pair>
+std::unique_ptr<Pair> connected(std::unique_ptr<Pair> p, Result<std::unique_ptr<Fabric>> s,
+                                Result<std::unique_ptr<Fabric>> c) {
   EXPECT_TRUE(s && c);
   if (!s || !c) return nullptr;
   p->server = std::move(s).value();
@@ -569,6 +570,11 @@ std::unique_ptr<TaggedPair> tagged_pair(GetMode client_gets) {
   if (!ep) return nullptr;
   p->ep = std::move(ep).value();
   return p;
+}
+
+std::unique_ptr<TaggedPair> tagged_pair(GetMode client_gets) {
+  return connected(std::make_unique<TaggedPair>(), Fabric::create({.listen_host = "127.0.0.1", .port = 0}, [](Message&) {}),
+                   Fabric::create({.listen_host = "", .port = 0, .listen = false, .gets = client_gets}, [](Message&) {}));
 }
 
 // The same over the in-process fake (transport tests of the layer above use it).
@@ -582,15 +588,7 @@ std::unique_ptr<FakePair> fake_pair() {
   auto p = std::make_unique<FakePair>();
   auto s = p->net.factory()({.listen_host = "", .port = 1}, [](Message&) {});
   auto c = p->net.factory()({.listen_host = "", .port = 2}, [](Message&) {});
-  EXPECT_TRUE(s && c);
-  if (!s || !c) return nullptr;
-  p->server = std::move(s).value();
-  p->client = std::move(c).value();
-  auto ep = p->client->connect_worker(p->server->worker_address(), "server", nullptr);
-  EXPECT_TRUE(ep) << ep.status().message();
-  if (!ep) return nullptr;
-  p->ep = std::move(ep).value();
-  return p;
+  return connected(std::move(p), std::move(s), std::move(c));
 }
 
 TEST(TaggedGets, ReadOnlyTheRoundServedWithTheirTag) {
