@@ -20,7 +20,12 @@ PORT_BASE=$(free_port_base $N)
 CHECK="$(dirname "$0")/check_cluster_rounds.py"
 
 # ~12 MB in 600 files; 1.6 MiB per node: 4.8 MiB in all, 0.4 of the dataset.
-"$PYTHON" "$GEN_DATASET" files "$WORK/data" --count 600 --size 20K --size-jitter 0.5 --dirs 6 --seed 39 >/dev/null
+# Larger, for a measurement (docs/views.md): DLFS_ROUNDS_FILE_SIZE=200K
+# DLFS_ROUNDS_BUDGET=16MiB DLFS_ROUNDS_CHUNK=1MiB (124 MB, rounds of 7 MB a rank).
+FILE_SIZE=${DLFS_ROUNDS_FILE_SIZE:-20K}
+BUDGET=${DLFS_ROUNDS_BUDGET:-1600KiB}
+CHUNK=${DLFS_ROUNDS_CHUNK:-64K}
+"$PYTHON" "$GEN_DATASET" files "$WORK/data" --count 600 --size "$FILE_SIZE" --size-jitter 0.5 --dirs 6 --seed 39 >/dev/null
 TOTAL=$(du -sb --apparent-size "$WORK/data" | cut -f1)
 make_token "$WORK/token"
 TAG="r$$"
@@ -37,8 +42,8 @@ cluster() {
   shift $(($# < 2 ? $# : 2))
   for i in $(seq 0 $((N - 1))); do
     DAEMON_WRAP=(nsenter "--net=/var/run/netns/${NETNS_NAMES[$i]}" --)
-    start_daemon "$WORK/mnt$tag$i" "$WORK/d$tag$i.log" --backend "$WORK/data" --name d --seed 39 --extent-size 64K \
-      --memory-budget 1600KiB --round-chunk 64K --round-span "$span" --peers "$PEERS" --rank "$i" \
+    start_daemon "$WORK/mnt$tag$i" "$WORK/d$tag$i.log" --backend "$WORK/data" --name d --seed 39 --extent-size "$CHUNK" \
+      --memory-budget "$BUDGET" --round-chunk "$CHUNK" --round-span "$span" --peers "$PEERS" --rank "$i" \
       --token-file "$WORK/token" "$@"
   done
   DAEMON_WRAP=()
