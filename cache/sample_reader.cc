@@ -125,9 +125,10 @@ Status SampleReader::check_sample(uint64_t s, const SampleContext& at, bool plac
     bytes = big;
   }
   const RoundPipeline::Pin* p = placed ? pin(at, out) : nullptr;
-  if (p && p->local(shape_->chunk_of(s))) {
+  const uint64_t chunk = p ? shape_->chunk_of(s) : 0;
+  if (p && p->local(chunk)) {
     // The planner's chunks include the bytes checked before a sample.
-    std::memcpy(bytes.data(), p->sample_ptr(offset, shape_->chunk_of(s)), len);
+    std::memcpy(bytes.data(), p->sample_ptr(offset, chunk), len);
   } else if (const std::byte* mem = buffer_.resident_span(offset, len)) {
     // Not loaded on a miss: a few bytes; the sample's own read loads the extent.
     std::memcpy(bytes.data(), mem, len);
@@ -142,15 +143,15 @@ Status SampleReader::gather_piece(uint64_t s, uint64_t from, uint64_t n, const S
   const uint64_t sample_begin = m_.sample_data_offset(s);
   const uint64_t begin = sample_begin + from;
   const RoundPipeline::Pin* p = placed ? pin(at, out) : nullptr;
-  if (p && p->local(shape_->chunk_of(s))) {
-    out.add_ref(p->sample_ptr(sample_begin, shape_->chunk_of(s)) + from, n);
+  const uint64_t chunk = p ? shape_->chunk_of(s) : 0;  // a binary search: once per piece
+  if (p && p->local(chunk)) {
+    out.add_ref(p->sample_ptr(sample_begin, chunk) + from, n);
     count(c.memory_bytes, n);
     return Status::ok();
   }
   // A chunk of the round another member holds (rounds over the job's
   // memory): from that member's slot, else as any byte not here.
   if (p) {
-    const uint64_t chunk = shape_->chunk_of(s);
     std::byte* dst = out.alloc(n);
     RoundRemote* remote = round_remote_.load(std::memory_order_acquire);
     if (remote && remote->fetch_round(p->holder(chunk), p->epoch(), p->round(), p->slot(),

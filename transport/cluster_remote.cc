@@ -19,11 +19,7 @@ bool Cluster::Remote::fetch(uint32_t owner, uint64_t offset, std::span<std::byte
 void Cluster::Remote::fetch_many(uint32_t owner, std::span<Piece> pieces) {
   for (Piece& p : pieces) p.ok = false;
   if (owner >= c_.peers_.size() || owner == c_.self() || pieces.empty()) return;
-  inflight_.fetch_add(1);
-  struct Done {
-    std::atomic<int>& n;
-    ~Done() { n.fetch_sub(1); }
-  } done{inflight_};
+  const auto in_flight = inflight_.enter();
   Peer& p = *c_.peers_[owner];
   std::shared_ptr<Link> link;
   std::shared_ptr<const ExtentRuns> resident;

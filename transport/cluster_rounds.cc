@@ -67,11 +67,7 @@ std::vector<uint64_t> Cluster::Rounds::slot_addresses() const {
 bool Cluster::Rounds::fetch_round(uint32_t member, uint64_t epoch, uint32_t round, int slot_hint, uint64_t offset,
                                   std::span<std::byte> dst) {
   if (member >= c_.peers_.size() || member == c_.self() || dst.empty()) return false;
-  inflight_.fetch_add(1);
-  struct Done {
-    std::atomic<int>& n;
-    ~Done() { n.fetch_sub(1); }
-  } done{inflight_};
+  const auto in_flight = inflight_.enter();
   Peer& p = *c_.peers_[member];
   std::shared_ptr<Link> link;
   {

@@ -81,20 +81,38 @@ struct Cluster::Peer {
 };
 
 // The remote path of one dataset, installed in its Fetcher.
+// Reads in flight through a remote path, so that its owner can wait for
+// them once the path is removed (Remote and Rounds both).
+class InFlight {
+ public:
+  struct Guard {
+    std::atomic<int>& n;
+    ~Guard() { n.fetch_sub(1); }
+  };
+  [[nodiscard]] Guard enter() {
+    n_.fetch_add(1);
+    return Guard{n_};
+  }
+  void drain() const {
+    while (n_.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+
+ private:
+  std::atomic<int> n_{0};
+};
+
 class Cluster::Remote : public cache::RemoteFetch {
  public:
   Remote(Cluster& c, std::string name) : c_(c), name_(std::move(name)) {}
   bool fetch(uint32_t owner, uint64_t offset, std::span<std::byte> dst) override;
   void fetch_many(uint32_t owner, std::span<Piece> pieces) override;
   // Waits for the fetches in flight (after the remote was removed from its fetcher).
-  void drain() {
-    while (inflight_.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  void drain() const { inflight_.drain(); }
 
  private:
   Cluster& c_;
   std::string name_;
-  std::atomic<int> inflight_{0};
+  InFlight inflight_;
 };
 
 // One dataset's rounds over the job's memory: serves this node's round
@@ -106,9 +124,7 @@ class Cluster::Rounds : public cache::RoundRemote {
   ~Rounds() override;  // stops serving (the pipeline's events are cleared first)
   bool fetch_round(uint32_t member, uint64_t epoch, uint32_t round, int slot_hint, uint64_t offset,
                    std::span<std::byte> dst) override;
-  void drain() {
-    while (inflight_.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  void drain() const { inflight_.drain(); }
   std::vector<uint64_t> slot_addresses() const;
   uint64_t stale() const { return stale_.load(std::memory_order_relaxed); }  // refusals: not that round there
 
@@ -127,7 +143,7 @@ class Cluster::Rounds : public cache::RoundRemote {
   cache::RoundPipeline& pipeline_;
   uint64_t key_;
   uint64_t served_[2] = {0, 0};  // handles of serve_tagged; 0: not served (under the pipeline's lock)
-  std::atomic<int> inflight_{0};
+  InFlight inflight_;
   std::atomic<uint64_t> stale_{0};
   mutable std::mutex mu_;  // guards gave_up_
   std::deque<std::tuple<uint32_t, uint64_t, uint32_t>> gave_up_;  // (member, epoch, round), oldest first
