@@ -46,6 +46,10 @@ uint64_t RoundPipeline::Pin::holder_offset(uint64_t sample_begin_offset, uint64_
   return p_->slots_[slot_].chunk_offset[chunk] + (sample_begin_offset - p_->shape_.chunk_begin[chunk]);
 }
 
+void RoundPipeline::Pin::note_read(uint64_t n) const {
+  p_->slots_[slot_].read_local.fetch_add(n, std::memory_order_relaxed);
+}
+
 uint64_t RoundPipeline::Pin::epoch() const { return p_->slots_[slot_].epoch; }
 uint32_t RoundPipeline::Pin::round() const { return p_->slots_[slot_].round; }
 
@@ -134,23 +138,150 @@ int RoundPipeline::find(uint64_t epoch, uint32_t round) const {
   return -1;
 }
 
-int RoundPipeline::victim(uint64_t epoch, uint32_t round) const {
+namespace {
+// Rounds in the order they are loaded: epoch by epoch, round by round.
+bool before(uint64_t e1, uint32_t r1, uint64_t e2, uint32_t r2) { return e1 < e2 || (e1 == e2 && r1 < r2); }
+
+const char* release_name(int why) {
+  static const char* const names[] = {"", "read", "idle", "held"};
+  return names[why];
+}
+}  // namespace
+
+RoundPipeline::Release RoundPipeline::release_state(int i) {
+  Slot& s = slots_[i];
+  if (s.state == Slot::State::empty) return Release::read;
+  if (s.state == Slot::State::loading || s.pins > 0) return Release::no;
+  if (!spread_ || s.state == Slot::State::failed) return Release::read;
+  const uint64_t got = s.read_local.load(std::memory_order_relaxed) +
+                       (s.served && slot_events_.served_bytes ? slot_events_.served_bytes(i) : 0);
+  if (got >= s.expected) return Release::read;  // every rank read its samples of it
+  const double now = now_s();
+  if (got != s.seen_read) {
+    s.seen_read = got;
+    s.progress_s = now;
+  }
+  if (now - std::max(s.progress_s, s.ready_s) >= kReleaseIdle) return Release::idle;
+  if (now - s.ready_s >= kHoldMax) return Release::held;
+  return Release::no;
+}
+
+int RoundPipeline::victim(uint64_t epoch, uint32_t round, Release* why) {
   // Prefer an empty slot, then the unpinned, settled slot holding the
-  // earliest round (the one readers have most likely left behind).
+  // earliest round (the one readers have most likely left behind). Spread
+  // rounds: only a round before this one, once released (rounds move together).
   int best = -1;
+  Release best_why = Release::read;
   for (int i = 0; i < 2; ++i) {
     const Slot& s = slots_[i];
-    if (s.state == Slot::State::empty) return i;
-    if (s.pins > 0 || s.state == Slot::State::loading) continue;
-    if (s.epoch == epoch && s.round == round) continue;
-    if (best < 0 || s.epoch < slots_[best].epoch || (s.epoch == slots_[best].epoch && s.round < slots_[best].round))
+    if (s.state == Slot::State::empty) {
       best = i;
+      best_why = Release::read;
+      break;
+    }
+    if (s.epoch == epoch && s.round == round) continue;
+    if (spread_ && !before(s.epoch, s.round, epoch, round)) continue;
+    if (best >= 0 && !before(s.epoch, s.round, slots_[best].epoch, slots_[best].round)) continue;
+    const Release r = release_state(i);
+    if (r == Release::no) continue;
+    best = i;
+    best_why = r;
   }
+  if (why) *why = best_why;
   return best;
 }
 
-void RoundPipeline::start_load(int i, std::shared_ptr<const EpochOrder> order, uint32_t round) {
+bool RoundPipeline::held_for_others(uint64_t epoch, uint32_t round) const {
+  for (const Slot& s : slots_)
+    if (s.state == Slot::State::ready && s.pins == 0 && before(s.epoch, s.round, epoch, round)) return true;
+  return false;
+}
+
+bool RoundPipeline::behind(uint64_t epoch, uint32_t round) const {
+  if (!spread_) return false;
+  for (const Slot& s : slots_)
+    if (s.state != Slot::State::empty && before(epoch, round, s.epoch, s.round)) return true;
+  return false;
+}
+
+int RoundPipeline::newest() const {
+  int n = -1;
+  for (int i = 0; i < 2; ++i)
+    if (slots_[i].state != Slot::State::empty &&
+        (n < 0 || before(slots_[n].epoch, slots_[n].round, slots_[i].epoch, slots_[i].round)))
+      n = i;
+  return n;
+}
+
+bool RoundPipeline::successor(std::shared_ptr<const EpochOrder>& order, uint32_t& round) const {
+  const int n = newest();
+  if (n < 0) return false;
+  const Slot& s = slots_[n];
+  if (s.round + 1 < s.order->rounds.size()) {
+    order = s.order;
+    round = s.round + 1;
+    return true;
+  }
+  if (!next_epoch_order_ || next_epoch_order_->epoch != s.epoch + 1) return false;  // not built yet
+  order = next_epoch_order_;
+  round = 0;
+  return true;
+}
+
+bool RoundPipeline::in_sequence(uint64_t epoch, uint32_t round) {
+  const int n = newest();
+  if (n < 0) return true;  // the first round loaded starts the sequence (a late joiner's: the current one)
+  const Slot& s = slots_[n];
+  const bool last = s.round + 1 >= s.order->rounds.size();
+  if (last ? (epoch == s.epoch + 1 && round == 0) : (epoch == s.epoch && round == s.round + 1)) return true;
+  // Within the epoch the sequence is in: after the rounds before it.
+  if (epoch <= s.epoch + (last ? 1 : 0)) return false;
+  // A jump (a reader opened a later epoch): only once nobody reads what is held.
+  for (int i = 0; i < 2; ++i) {
+    if (slots_[i].state == Slot::State::empty) continue;
+    const Release r = release_state(i);
+    if (r != Release::idle && r != Release::held) return false;
+  }
+  return true;
+}
+
+void RoundPipeline::load_wanted() {
+  if (!wanted_order_) return;
+  if (find(wanted_order_->epoch, wanted_round_) >= 0 || behind(wanted_order_->epoch, wanted_round_)) {
+    wanted_order_ = nullptr;  // there already (or overtaken)
+    return;
+  }
+  if (spread_ && !in_sequence(wanted_order_->epoch, wanted_round_)) {
+    // Members load rounds in one sequence: the one after the newest first.
+    std::shared_ptr<const EpochOrder> o;
+    uint32_t r = 0;
+    if (!successor(o, r)) return;
+    wanted_order_ = std::move(o);
+    wanted_round_ = r;
+  }
+  Release why;
+  const int v = victim(wanted_order_->epoch, wanted_round_, &why);
+  if (v < 0) return;  // not yet: the loader thread tries again
+  start_load(v, std::move(wanted_order_), wanted_round_, why);
+}
+
+void RoundPipeline::want(const std::shared_ptr<const EpochOrder>& order, uint32_t round) {
+  if (!wanted_order_ || before(order->epoch, round, wanted_order_->epoch, wanted_round_)) {
+    wanted_order_ = order;  // the earliest round wanted: the sequence reaches it first
+    wanted_round_ = round;
+  }
+}
+
+void RoundPipeline::start_load(int i, std::shared_ptr<const EpochOrder> order, uint32_t round, Release why) {
   Slot& s = slots_[i];
+  if (s.state == Slot::State::ready && spread_) {
+    if (RoundEvent* ev = event(s.event)) {  // what the ranks had read of the round it held
+      ev->read_bytes = s.read_local.load(std::memory_order_relaxed) +
+                       (s.served && slot_events_.served_bytes ? slot_events_.served_bytes(i) : 0);
+      ev->released_s = now_s();
+      ev->release = release_name(static_cast<int>(why));
+    }
+  }
   retire(i);  // peers stop reading it before its bytes change
   if (s.order)
     for (uint32_t c : s.order->rounds[s.round].chunks) s.chunk_offset[c] = kNoOffset;
@@ -160,16 +291,22 @@ void RoundPipeline::start_load(int i, std::shared_ptr<const EpochOrder> order, u
   s.order = std::move(order);
   const Round& r = s.order->rounds[round];
   uint64_t own = 0;
+  s.expected = 0;
+  s.read_local.store(0, std::memory_order_relaxed);
+  s.seen_read = 0;
+  s.ready_s = s.progress_s = 0;
   if (!spread_) {
     for (uint32_t c : r.chunks) {
       s.chunk_offset[c] = own;
       s.chunk_member[c] = members_.self;
       own += shape_.chunk_bytes[c];
+      s.expected += shape_.chunk_payload[c];
     }
   } else if (auto placed = plan::place_round(shape_, r, members_.slot_bytes); placed) {
     for (size_t k = 0; k < r.chunks.size(); ++k) {
       s.chunk_offset[r.chunks[k]] = placed->offset[k];
       s.chunk_member[r.chunks[k]] = placed->member[k];
+      if (placed->member[k] == members_.self) s.expected += shape_.chunk_payload[r.chunks[k]];
     }
     own = placed->member_bytes[members_.self];
   } else {  // the planner sizes rounds to fit: never here, but never an overrun either
@@ -181,6 +318,9 @@ void RoundPipeline::start_load(int i, std::shared_ptr<const EpochOrder> order, u
   ev.epoch = s.epoch;
   ev.round = round;
   ev.bytes = own;
+  ev.samples = r.samples;
+  ev.chunks = static_cast<uint32_t>(r.chunks.size());
+  ev.expected_bytes = s.expected;
   s.own_bytes = own;
   ev.load_start_s = now_s();
   events_.push_back(ev);
@@ -201,8 +341,10 @@ void RoundPipeline::start_load(int i, std::shared_ptr<const EpochOrder> order, u
 RoundPipeline::Pin RoundPipeline::acquire(const std::shared_ptr<const EpochOrder>& order, uint32_t round,
                                           bool may_wait_for_slot) {
   std::unique_lock lk(mu_);
-  const auto wait_start = std::chrono::steady_clock::now();
+  using clock = std::chrono::steady_clock;
+  const auto wait_start = clock::now();
   bool waited = false;
+  double held_s = 0;  // of the wait: no slot free because other ranks still read theirs
   int slot = -1;
   for (;;) {
     if (stop_) return Pin();
@@ -210,15 +352,44 @@ RoundPipeline::Pin RoundPipeline::acquire(const std::shared_ptr<const EpochOrder
     if (slot >= 0 && slots_[slot].state == Slot::State::ready) break;
     if (slot >= 0 && slots_[slot].state == Slot::State::failed) return Pin();
     if (slot < 0) {
-      int v = victim(order->epoch, round);
-      if (v >= 0) {
-        start_load(v, order, round);
+      // A round the members have moved past: its late reads go to the backend.
+      if (behind(order->epoch, round)) return Pin();
+      // The first round a member loads starts its sequence. A read past an
+      // epoch's first round before anything was loaded is most often the
+      // kernel's read-ahead overtaking the first read: wait for that a moment.
+      const bool first_wait = spread_ && newest() < 0 && round > 0 && clock::now() - wait_start < kFirstRoundWait;
+      if (first_wait || (spread_ && !in_sequence(order->epoch, round))) {
+        // Ahead of the members' sequence: wait for the rounds before it.
+        want(order, round);
+        load_wanted();
+        if (!may_wait_for_slot) return Pin();
+        waited = true;
+        const auto t0 = clock::now();
+        cv_.wait_for(lk, std::chrono::milliseconds(10));
+        held_s += std::chrono::duration<double>(clock::now() - t0).count();
+        if (clock::now() - wait_start >= std::chrono::seconds(60)) return Pin();
         continue;
       }
-      if (!may_wait_for_slot) return Pin();
+      Release why;
+      int v = victim(order->epoch, round, &why);
+      if (v >= 0) {
+        start_load(v, order, round, why);
+        continue;
+      }
+      // A reply holding pins may still wait for a spread slot that only other
+      // ranks' reads keep (they do not wait for this node's pins); a read
+      // across rounds would otherwise send the next round's first samples
+      // to the backend, and its holders would keep the round they miss.
+      if (!may_wait_for_slot && !(spread_ && held_for_others(order->epoch, round))) return Pin();
     }
     waited = true;  // loading, or both slots busy: wait for a load or a release
-    if (cv_.wait_for(lk, std::chrono::seconds(60)) == std::cv_status::timeout) {
+    // Spread rounds are released by reads elsewhere and by time, which
+    // signal nothing here: look again every few milliseconds.
+    const auto step = spread_ ? std::chrono::milliseconds(10) : std::chrono::milliseconds(60000);
+    const auto t0 = clock::now();
+    cv_.wait_for(lk, step);
+    if (slot < 0) held_s += std::chrono::duration<double>(clock::now() - t0).count();
+    if (clock::now() - wait_start >= std::chrono::seconds(60)) {
       spdlog::warn("round {} of epoch {}: no round buffer after 60 s; reading from the backend", round, order->epoch);
       return Pin();
     }
@@ -227,30 +398,33 @@ RoundPipeline::Pin RoundPipeline::acquire(const std::shared_ptr<const EpochOrder
   ++s.pins;
   if (RoundEvent* ev = event(s.event)) {
     if (ev->first_read_s == 0) ev->first_read_s = now_s();
-    if (waited) ev->wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+    if (waited) ev->wait_s += std::chrono::duration<double>(clock::now() - wait_start).count();
+    ev->held_s += held_s;
   }
   if (waited) ++stalls_;
+  if (held_s > 0) ++stalls_held_;
   // Double buffering: the round after this one loads into the other slot.
   std::shared_ptr<const EpochOrder> next_order = order;
   uint32_t next = round + 1;
   if (next >= order->rounds.size()) {
-    next_order = nullptr;
     next = 0;
-  }
-  if (next_order && find(next_order->epoch, next) < 0) {
-    int v = victim(next_order->epoch, next);
-    if (v >= 0 && v != slot) start_load(v, next_order, next);
-  } else if (!next_order && orders_) {
-    uint64_t e = order->epoch + 1;
-    if (find(e, 0) < 0) {
-      int v = victim(e, 0);
-      if (v >= 0 && v != slot) {
-        lk.unlock();  // building an epoch's order takes a while; not under the lock
-        auto o = orders_(e);
-        lk.lock();
-        if (o && find(e, 0) < 0 && (v = victim(e, 0)) >= 0 && v != slot) start_load(v, o, 0);
-      }
+    next_order = nullptr;
+    if (orders_ && find(order->epoch + 1, 0) < 0) {
+      lk.unlock();  // building an epoch's order takes a while; not under the lock
+      next_order = orders_(order->epoch + 1);
+      lk.lock();
+      if (next_order) next_epoch_order_ = next_order;
     }
+  }
+  if (!next_order || find(next_order->epoch, next) >= 0) return Pin(this, slot);
+  if (spread_) {
+    // Loaded as soon as a slot is released (load_wanted, here or by the
+    // loader thread), unless a later round is wanted already.
+    want(next_order, next);
+    load_wanted();
+    cv_.notify_all();
+  } else if (int v = victim(next_order->epoch, next); v >= 0 && v != slot) {
+    start_load(v, next_order, next);
   }
   return Pin(this, slot);
 }
@@ -258,8 +432,15 @@ RoundPipeline::Pin RoundPipeline::acquire(const std::shared_ptr<const EpochOrder
 void RoundPipeline::load_thread() {
   std::unique_lock lk(mu_);
   for (;;) {
-    cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+    // While a round waits for a slot, release conditions are looked at again
+    // every few milliseconds (they change with peers' reads and with time).
+    if (wanted_order_ && queue_.empty())
+      cv_.wait_for(lk, std::chrono::milliseconds(10));
+    else
+      cv_.wait(lk, [&] { return stop_ || !queue_.empty() || wanted_order_; });
     if (stop_) return;
+    load_wanted();
+    if (queue_.empty()) continue;
     int i = queue_.front();
     queue_.pop_front();
     lk.unlock();
@@ -294,8 +475,9 @@ void RoundPipeline::load(int i) {
   {
     std::lock_guard lk(mu_);
     s.state = failed ? Slot::State::failed : Slot::State::ready;
+    s.ready_s = now_s();
     if (RoundEvent* ev = event(s.event)) {
-      ev->load_end_s = now_s();
+      ev->load_end_s = s.ready_s;
       ev->failed = failed;
     }
     if (!failed && slot_events_.ready) {
@@ -320,6 +502,11 @@ std::vector<RoundEvent> RoundPipeline::timeline() const {
 uint64_t RoundPipeline::stalls() const {
   std::lock_guard lk(mu_);
   return stalls_;
+}
+
+uint64_t RoundPipeline::stalls_held() const {
+  std::lock_guard lk(mu_);
+  return stalls_held_;
 }
 
 }  // namespace dlfs::cache

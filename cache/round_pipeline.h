@@ -17,11 +17,24 @@
 // transport when a slot's bytes may be served to peers and before they
 // change.
 //
+// Rounds move together (spread rounds only). A member keeps a round until
+// every rank has read its part of it: the bytes read from the slot (by this
+// node's readers, Pin::note_read, and by peers, SlotEvents::served_bytes)
+// reach the samples' bytes of its chunks. Or until nobody read it for
+// kReleaseIdle (a rank that stopped, died or read those samples elsewhere),
+// or it was held kHoldMax. Until then the next round cannot load into that
+// slot: a fast rank waits for it (a stall "held", counted per round), a
+// slow one never finds its round gone. The next round is loaded as soon as
+// a slot is released, whether or not this node's readers asked yet; a round
+// older than the ones held is never loaded again (its few late reads go to
+// the backend).
+//
 // Lock order: mu_, then whatever SlotEvents' callbacks take (they run under
 // mu_ and must not call back into the pipeline); loads run without mu_ and
 // publish under it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -46,11 +59,20 @@ using plan::Round;
 struct RoundEvent {
   uint64_t epoch = 0;
   uint32_t round = 0;
-  uint64_t bytes = 0;
+  uint64_t bytes = 0;        // loaded here
+  uint64_t samples = 0;      // of the round (n_j), all members'
+  uint32_t chunks = 0;       // of the round (c_j), all members'
   double load_start_s = 0, load_end_s = 0;  // load_end_s 0 while loading
   double first_read_s = 0;                  // first pin; 0 if never read
   double wait_s = 0;                        // time readers spent waiting for this load
+  double held_s = 0;                        // of wait_s: for a slot other ranks still read
   bool failed = false;
+  // Spread rounds: bytes of its samples this node holds, and read of them
+  // (here and by peers) when the slot was released, and why: "read" (all of
+  // them), "idle" (none for kReleaseIdle), "held" (kHoldMax), "" (not yet).
+  uint64_t expected_bytes = 0, read_bytes = 0;
+  double released_s = 0;
+  const char* release = "";
 };
 
 // The job's members and their round slots, when rounds span their memory.
@@ -65,6 +87,8 @@ struct RoundMembers {
 struct SlotEvents {
   std::function<void(int slot, uint64_t epoch, uint32_t round, const std::byte* base, uint64_t bytes)> ready;
   std::function<void(int slot)> retired;
+  // Bytes peers have read from the slot since `ready` (0 if unknown).
+  std::function<uint64_t(int slot)> served_bytes;
 };
 
 class RoundPipeline {
@@ -98,6 +122,9 @@ class RoundPipeline {
     uint64_t epoch() const;
     uint32_t round() const;
     int slot() const { return slot_; }
+    // n bytes of a local chunk were read (when rounds move together, the
+    // slot is kept until its bytes were all read).
+    void note_read(uint64_t n) const;
 
    private:
     friend class RoundPipeline;
@@ -124,8 +151,14 @@ class RoundPipeline {
   // Bytes of `round` of `order`'s epoch this node loads (all of it without members).
   uint64_t own_bytes(const EpochOrder& order, uint32_t round) const;
   std::vector<RoundEvent> timeline() const;  // oldest first, at most kTimeline
-  uint64_t stalls() const;                   // acquires that had to wait for a load
+  uint64_t stalls() const;                   // acquires that had to wait for a load or a slot
+  uint64_t stalls_held() const;              // of them: for a slot other ranks still read
   static constexpr size_t kTimeline = 256;
+  // Rounds move together: a slot nobody read for kReleaseIdle is released
+  // (its readers are gone or read elsewhere), one held kHoldMax as well.
+  static constexpr double kReleaseIdle = 1.0;
+  static constexpr double kHoldMax = 30.0;
+  static constexpr std::chrono::milliseconds kFirstRoundWait{100};
 
  private:
   struct Slot {
@@ -140,13 +173,39 @@ class RoundPipeline {
     uint64_t own_bytes = 0;              // of the round, loaded into this slot
     bool served = false;                 // slot_events_.ready was called and retired not yet
     size_t event = 0;                    // index into events_ (absolute count)
+    // Rounds move together (spread): the samples' bytes of its own chunks,
+    // those read here, and when reads (here or by peers) last progressed.
+    uint64_t expected = 0;
+    std::atomic<uint64_t> read_local{0};
+    double ready_s = 0, progress_s = 0;
+    uint64_t seen_read = 0;
   };
+  enum class Release { no, read, idle, held };
 
   RoundPipeline(const PlanShape& shape, const BackendReader& backend, OrderSource orders, unsigned threads);
   void retire(int slot);  // under mu_: tells events_ before the slot changes
   int find(uint64_t epoch, uint32_t round) const;   // under mu_
-  int victim(uint64_t epoch, uint32_t round) const; // under mu_; -1 if none free
-  void start_load(int slot, std::shared_ptr<const EpochOrder> order, uint32_t round);  // under mu_
+  // Under mu_: the slot to load round `round` of `epoch` into, and why it
+  // may be reused; -1 if none may be now.
+  int victim(uint64_t epoch, uint32_t round, Release* why = nullptr);
+  Release release_state(int slot);                  // under mu_: may a spread slot be reused now?
+  bool behind(uint64_t epoch, uint32_t round) const;  // under mu_: older than a round held (spread)
+  // Under mu_: a slot for this round would be free once other ranks' reads
+  // release it (no local pin keeps it).
+  bool held_for_others(uint64_t epoch, uint32_t round) const;
+  void load_wanted();                               // under mu_: starts wanted_ if a slot is free
+  void want(const std::shared_ptr<const EpochOrder>& order, uint32_t round);  // under mu_
+  int newest() const;                               // under mu_: the slot of the latest round, or -1
+  // Under mu_: the round after the newest one (false if none is held, or
+  // the next epoch's order is not built yet).
+  bool successor(std::shared_ptr<const EpochOrder>& order, uint32_t& round) const;
+  // Under mu_: may this round load now? Spread members load rounds in one
+  // sequence (epoch by epoch, round by round), so that each holds its part of
+  // every round; a reader that jumps ahead (another epoch) restarts it once
+  // the rounds held are idle.
+  bool in_sequence(uint64_t epoch, uint32_t round);
+  void start_load(int slot, std::shared_ptr<const EpochOrder> order, uint32_t round,
+                  Release why = Release::read);  // under mu_
   void load_thread();
   void load(int slot);  // without mu_
   RoundEvent* event(size_t abs);  // under mu_; nullptr if rotated out
@@ -170,7 +229,12 @@ class RoundPipeline {
   bool stop_ = false;
   std::deque<RoundEvent> events_;
   size_t events_dropped_ = 0;
-  uint64_t stalls_ = 0;
+  uint64_t stalls_ = 0, stalls_held_ = 0;
+  // Spread: the round to load next once a slot is released (the loader
+  // thread retries while it is set).
+  std::shared_ptr<const EpochOrder> wanted_order_;
+  uint32_t wanted_round_ = 0;
+  std::shared_ptr<const EpochOrder> next_epoch_order_;  // the last one acquire() built
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::thread loader_;
 };

@@ -126,9 +126,14 @@ Status SampleReader::check_sample(uint64_t s, const SampleContext& at, bool plac
   }
   const RoundPipeline::Pin* p = placed ? pin(at, out) : nullptr;
   const uint64_t chunk = p ? shape_->chunk_of(s) : 0;
+  RoundRemote* remote = p ? round_remote_.load(std::memory_order_acquire) : nullptr;
   if (p && p->local(chunk)) {
     // The planner's chunks include the bytes checked before a sample.
     std::memcpy(bytes.data(), p->sample_ptr(offset, chunk), len);
+    p->note_read(len);
+  } else if (remote && remote->fetch_round(p->holder(chunk), p->epoch(), p->round(), p->slot(),
+                                           p->holder_offset(offset, chunk), bytes)) {
+    // From the member that holds the chunk: it counts these bytes as read.
   } else if (const std::byte* mem = buffer_.resident_span(offset, len)) {
     // Not loaded on a miss: a few bytes; the sample's own read loads the extent.
     std::memcpy(bytes.data(), mem, len);
@@ -146,6 +151,7 @@ Status SampleReader::gather_piece(uint64_t s, uint64_t from, uint64_t n, const S
   const uint64_t chunk = p ? shape_->chunk_of(s) : 0;  // a binary search: once per piece
   if (p && p->local(chunk)) {
     out.add_ref(p->sample_ptr(sample_begin, chunk) + from, n);
+    p->note_read(n);
     count(c.memory_bytes, n);
     return Status::ok();
   }

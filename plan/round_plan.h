@@ -31,6 +31,7 @@ struct PlanShape {
   std::vector<uint64_t> chunk_first;       // first sample of each chunk, plus N at the end
   std::vector<uint64_t> chunk_begin;       // byte-space offset of each chunk's first byte
   std::vector<uint64_t> chunk_bytes;       // byte-space length of each chunk (gaps included)
+  std::vector<uint64_t> chunk_payload;     // bytes of its samples (what readers read of it: no gaps)
   uint64_t total_bytes = 0;                // sum of chunk_bytes
   uint64_t round_bytes = 0;                // 0: the whole dataset is one round (R = 1)
 
@@ -58,6 +59,7 @@ PlanShape make_plan_shape(uint64_t samples, uint64_t chunk_bytes, uint64_t round
   while (i < samples) {
     uint64_t begin = sample_begin(i);
     uint64_t end = begin + sample_length(i);
+    uint64_t payload = sample_length(i);
     uint64_t j = i + 1;
     while (j < samples) {
       const uint64_t b = sample_begin(j), e = b + sample_length(j);
@@ -65,11 +67,13 @@ PlanShape make_plan_shape(uint64_t samples, uint64_t chunk_bytes, uint64_t round
       if (hi - lo > chunk_bytes) break;
       begin = lo;
       end = hi;
+      payload += e - b;
       ++j;
     }
     s.chunk_first.push_back(i);
     s.chunk_begin.push_back(begin);
     s.chunk_bytes.push_back(end - begin);
+    s.chunk_payload.push_back(payload);
     s.total_bytes += end - begin;
     i = j;
   }

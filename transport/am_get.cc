@@ -384,7 +384,14 @@ bool ServedMemory::read(uint64_t handle, uint64_t address, size_t n, std::byte* 
   const size_t size = it->second.length;
   if (address < begin || address - begin > size || n > size - (address - begin)) return false;
   if (n > 0) std::memcpy(dst, reinterpret_cast<const std::byte*>(address), n);
+  it->second.bytes_read += n;
   return true;
+}
+
+uint64_t ServedMemory::served_bytes(uint64_t handle) const {
+  std::lock_guard lk(mu_);
+  auto it = ranges_.find(handle);
+  return it == ranges_.end() ? 0 : it->second.bytes_read;
 }
 
 namespace {

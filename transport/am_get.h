@@ -114,12 +114,15 @@ class ServedMemory {
   uint64_t find(uint64_t address, size_t length, uint64_t tag = 0) const;
   // Copies n bytes at `address` (inside range `handle`, as find() said) to
   // dst, if that range is still listed; false if it was removed meanwhile.
+  // Counts the bytes toward served_bytes(handle).
   bool read(uint64_t handle, uint64_t address, size_t n, std::byte* dst) const;
+  uint64_t served_bytes(uint64_t handle) const;  // read() of it so far; 0 if not listed
  private:
   struct Range {
     uint64_t address;
     size_t length;
     uint64_t tag;  // 0: untagged
+    mutable uint64_t bytes_read = 0;
   };
   mutable std::mutex mu_;  // held during reads: remove() waits for them
   uint64_t next_ = 1;

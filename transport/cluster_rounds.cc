@@ -24,7 +24,8 @@ Cluster::Rounds::Rounds(Cluster& c, const ServedDataset& d)
       {[this](int slot, uint64_t epoch, uint32_t round, const std::byte* base, uint64_t bytes) {
          ready(slot, epoch, round, base, bytes);
        },
-       [this](int slot) { retired(slot); }});
+       [this](int slot) { retired(slot); },
+       [this](int slot) { return served_[slot] ? c_.fabric_->served_bytes(served_[slot]) : 0; }});
 }
 
 Cluster::Rounds::~Rounds() {
@@ -80,9 +81,10 @@ bool Cluster::Rounds::fetch_round(uint32_t member, uint64_t epoch, uint32_t roun
   const uint64_t tag = cache::round_tag(key_, epoch, round);
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + c_.options_.get_timeout;
-  // Not there yet: the member loads the round when its own readers reach the
-  // round before it, so a reader ahead waits for it a little (rounds move
-  // together), then reads the backend for the rest of that round.
+  // Not there yet: the member loads the round once every rank has read its
+  // part of the round before the one it holds (rounds move together), so a
+  // reader ahead waits for it, up to kRoundWait, then reads the backend for
+  // the rest of that round.
   const bool may_wait = !gave_up(member, epoch, round);
   const int first = slot_hint == 1 ? 1 : 0;
   Status st;

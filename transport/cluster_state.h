@@ -135,7 +135,9 @@ class Cluster::Rounds : public cache::RoundRemote {
   // to the backend at once (a member far behind must not cost every read a wait).
   bool gave_up(uint32_t member, uint64_t epoch, uint32_t round) const;
   void give_up(uint32_t member, uint64_t epoch, uint32_t round);
-  static constexpr std::chrono::milliseconds kRoundWait{200};
+  // Long enough for a member to finish loading its part of the round and
+  // for a slow rank to release the slot it needs (RoundPipeline::kReleaseIdle).
+  static constexpr std::chrono::milliseconds kRoundWait{5000};
   static constexpr size_t kGaveUpKept = 64;
 
   Cluster& c_;

@@ -212,6 +212,10 @@ class Fabric {
   // it returns, no reply packs bytes from the range any more (a reply still
   // going out fails its get with ESTALE): the caller may rewrite or free it.
   virtual void unserve(uint64_t handle) = 0;
+  // Bytes peers' tagged gets have read from a range of serve_tagged so far
+  // (0 once it is unserved): how a round's holder knows that every rank has
+  // read its part of the round (cache/round_pipeline.h, release).
+  virtual uint64_t served_bytes(uint64_t handle) const = 0;
 
  protected:
   Fabric() = default;

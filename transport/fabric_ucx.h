@@ -113,6 +113,7 @@ class UcxFabric final : public Fabric {
   Result<std::unique_ptr<Registration>> register_memory(void* address, size_t length) override;
   Result<uint64_t> serve_tagged(const void* address, size_t length, uint64_t tag) override;
   void unserve(uint64_t handle) override;
+  uint64_t served_bytes(uint64_t handle) const override { return served_.served_bytes(handle); }
 
  private:
   friend class UcxEndpoint;

@@ -122,11 +122,22 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed, const ViewRegistry:
     if (ids) j["views"]["ids"] = {{"in_use", ids->ids}, {"held_by_kernel", ids->pinned}, {"recycled", ids->recycled}};
     if (const cache::RoundPipeline* pipe = d.round_pipeline()) {
       nlohmann::json timeline = nlohmann::json::array();
-      for (const auto& e : pipe->timeline())
+      for (const auto& e : pipe->timeline()) {
         timeline.push_back({{"epoch", e.epoch}, {"round", e.round}, {"bytes", e.bytes},
+                            {"samples", e.samples}, {"chunks", e.chunks},
                             {"load_start_s", e.load_start_s}, {"load_end_s", e.load_end_s},
-                            {"first_read_s", e.first_read_s}, {"wait_s", e.wait_s}, {"failed", e.failed}});
-      j["rounds"] = {{"slot_bytes", pipe->slot_bytes()}, {"stalls", pipe->stalls()}, {"timeline", timeline}};
+                            {"first_read_s", e.first_read_s}, {"wait_s", e.wait_s}, {"held_s", e.held_s},
+                            {"failed", e.failed}});
+        if (pipe->spread()) {  // rounds move together: what the ranks read of it before it went, and why it went
+          auto& ev = timeline.back();
+          ev["expected_bytes"] = e.expected_bytes;
+          ev["read_bytes"] = e.read_bytes;
+          ev["released_s"] = e.released_s;
+          ev["release"] = e.release;
+        }
+      }
+      j["rounds"] = {{"slot_bytes", pipe->slot_bytes()}, {"stalls", pipe->stalls()},
+                     {"stalls_held", pipe->stalls_held()}, {"timeline", timeline}};
     }
   }
   return j;

@@ -9,18 +9,28 @@
       every member of each .tar holds its backend file's bytes (no coverage:
       views of the ranks that were read);
   check_cluster_rounds.py stats TOTAL EPOCHS STATS...  [--per-node]      (each node's /.dlfs/stats, copied)
-      rounds span every node, peers served chunks of rounds (round_remote_bytes
-      > 0 on every node), and the backend bytes all nodes read for the views
+      rounds span every node, each node loaded every round of the epochs once
+      and in order, peers served chunks of rounds (round_remote_bytes > 0 on
+      every node), and the backend bytes all nodes read for the views
       (round loads + reads that fell back) over the epochs are printed against
-      the dataset's size; fails above 2x the dataset per epoch. --per-node:
+      the dataset's size; fails above MAX_PER_EPOCH x the dataset per epoch,
+      if R is not the aggregate's or the RL printed is not DeepIO's formula's
+      for that R. --per-node:
       the same nodes with round_span = node (each loads whole rounds) only
       prints its figures, for the comparison.
 """
 import json
+import math
 import os
 import re
 import sys
 import tarfile
+
+
+# Backend bytes per epoch, all nodes together, over the dataset's size: rounds
+# that move together read it once; a rank that stalls past the release bound
+# (RoundPipeline::kReleaseIdle) sends some samples to the backend again.
+MAX_PER_EPOCH = 1.3
 
 
 def fail(msg):
@@ -62,35 +72,84 @@ def check_views(backend, epochs, w, tars, coverage=True):
         print(f"epoch {e}: {len(set(seen))} files once across {w} ranks ({repeats} padding), every byte the backend's")
 
 
+def deepio_rl(rounds, chunks):
+    """DeepIO's RL (eq. 1-5) of an epoch served in `rounds`, [(n_j samples, c_j chunks)]
+    out of `chunks` chunks: P(i) = c_j / C_j x 1 / (n_j - t), Q(i) = 1 / (N - i),
+    RL = -sum Q log2 P / -sum Q log2 Q (with even rounds, c_j / C_j = N_c / (N_f - N_c r))."""
+    n = sum(s for s, _ in rounds)
+    if len(rounds) <= 1 or n <= 1:
+        return 1.0
+    h = h_fully = 0.0
+    i, left = 0, chunks
+    for n_j, c_j in rounds:
+        for t in range(n_j):
+            q = 1.0 / (n - i)
+            h -= q * math.log2(c_j / left / (n_j - t))
+            h_fully -= q * math.log2(q)
+            i += 1
+        left -= c_j
+    return h / h_fully
+
+
 def check_stats(total, epochs, stats_files, per_node=False):
-    backend = remote = 0
+    backend = ahead = remote = 0
     for path in stats_files:
         with open(path) as f:
             s = json.load(f)
         d = s["datasets"][0]
+        plan = d["plan"]
         want = 1 if per_node else len(stats_files)
-        if d["plan"]["round_nodes"] != want:
-            fail(f"{path}: rounds span {d['plan']['round_nodes']} nodes, not {want}")
-        loaded = sum(ev["bytes"] for ev in d["rounds"]["timeline"])
+        if plan["round_nodes"] != want:
+            fail(f"{path}: rounds span {plan['round_nodes']} nodes, not {want}")
+        # R is the aggregate's: the members' slots (half a budget each, less
+        # the largest chunk that packing may leave over) over the dataset.
+        slot = plan["round_memory_bytes"] // 2 - plan["round_chunk_bytes"]
+        if plan["shuffle_ratio"] * total < 0.9 * want * slot:
+            fail(f"{path}: R = {plan['shuffle_ratio']:.3f} is not that of {want} nodes' memory "
+                 f"({want} x {slot} bytes of {total})")
+        timeline = d["rounds"]["timeline"]
+        # The RL printed (the plan's, of epoch 0) against DeepIO's formula over epoch 0's rounds as loaded.
+        first = {ev["round"]: (ev["samples"], ev["chunks"]) for ev in timeline if ev["epoch"] == 0}
+        complete = sorted(first) == list(range(plan["rounds_per_epoch"]))
+        if not complete and not per_node:
+            fail(f"{path}: epoch 0's rounds loaded were {sorted(first)}, not the {plan['rounds_per_epoch']} planned")
+        rl = deepio_rl([first[r] for r in sorted(first)], plan["chunks"]) if complete else float("nan")
+        if complete and abs(rl - plan["randomization_level"]) > 1e-6:
+            fail(f"{path}: RL {plan['randomization_level']:.6f} printed, DeepIO's formula gives {rl:.6f} "
+                 f"for the {plan['rounds_per_epoch']} rounds of epoch 0 over {plan['chunks']} chunks")
+        loaded = sum(ev["bytes"] for ev in timeline if ev["epoch"] < epochs)
+        # The first round of the epoch after the last one read, loaded ahead.
+        ahead += sum(ev["bytes"] for ev in timeline if ev["epoch"] >= epochs)
         # Reads of the backend besides round loads: the readers' and their read-ahead rings' (the fetcher's).
         fell_back = d["bytes_by_source"]["backend"]
         got = d["views"]["epochs"]["round_remote_bytes"]
         if got <= 0 and not per_node:
             fail(f"{path}: no chunk of a round came from another node")
-        print(f"{path}: R {d['plan']['shuffle_ratio']:.3f} RL {d['plan']['randomization_level']:.4f}, "
-              f"{d['plan']['rounds_per_epoch']} rounds/epoch; loaded {loaded} bytes of rounds, "
+        released = {}
+        for ev in timeline:
+            if ev.get("release"):
+                released[ev["release"]] = released.get(ev["release"], 0) + 1
+        print(f"{path}: R {plan['shuffle_ratio']:.3f} RL {plan['randomization_level']:.4f} (DeepIO's formula: "
+              f"{rl:.4f}), {plan['rounds_per_epoch']} rounds/epoch; loaded {loaded} bytes of rounds, "
               f"{fell_back} other bytes from the backend, {got} bytes from peers' rounds, "
-              f"stalls {d['rounds']['stalls']}")
-        loads = [f"{ev['epoch']}/{ev['round']}" for ev in d["rounds"]["timeline"]]
+              f"stalls {d['rounds']['stalls']} ({d['rounds'].get('stalls_held', 0)} for a slot others read)"
+              + (f"; rounds released: {released}" if released else ""))
+        loads = [f"{ev['epoch']}/{ev['round']}" for ev in timeline]
         print(f"  rounds loaded, in order: {' '.join(loads)}")
+        # Rounds move together: every member loads each round once, in one sequence.
+        sequence = [(ev["epoch"], ev["round"]) for ev in timeline if ev["epoch"] < epochs]
+        planned = [(e, r) for e in range(epochs) for r in range(plan["rounds_per_epoch"])]
+        if not per_node and sequence != planned:
+            fail(f"{path}: rounds loaded {loads}, not each round of the {epochs} epochs once, in order")
         backend += loaded + fell_back
         remote += got
     per_epoch = backend / epochs / total
-    print(f"{'per-node rounds' if per_node else 'rounds over the nodes'}, all nodes: {backend} backend bytes over {epochs} epochs = {per_epoch:.2f}x the dataset per epoch; "
-          f"{remote} bytes from peers' rounds")
-    if per_epoch > 2.0 and not per_node:
+    print(f"{'per-node rounds' if per_node else 'rounds over the nodes'}, all nodes: {backend} backend bytes over "
+          f"{epochs} epochs = {per_epoch:.2f}x the dataset per epoch (and {ahead} bytes of the next epoch loaded "
+          f"ahead); {remote} bytes from peers' rounds")
+    if per_epoch > MAX_PER_EPOCH and not per_node:
         fail(f"the nodes read {per_epoch:.2f}x the dataset from the backend per epoch (rounds over their memory "
-             "should read it about once)")
+             f"read it about once; at most {MAX_PER_EPOCH}x passes)")
 
 
 def main():

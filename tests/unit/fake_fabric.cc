@@ -89,6 +89,7 @@ struct TaggedRange {
   const std::byte* base = nullptr;
   size_t length = 0;
   uint64_t tag = 0;
+  mutable uint64_t bytes_read = 0;  // by gets (Fabric::served_bytes)
 };
 
 struct HeldGet {
@@ -160,6 +161,7 @@ class FakeFabric final : public Fabric {
                                                    std::function<void(const std::string& why)>) override;
   Result<std::unique_ptr<Registration>> register_memory(void* address, size_t length) override;
   Result<uint64_t> serve_tagged(const void* address, size_t length, uint64_t tag) override;
+  uint64_t served_bytes(uint64_t handle) const override;
   void unserve(uint64_t handle) override;
 
   void run(std::function<void(FakeFabric&)> task) {
@@ -227,6 +229,7 @@ Status FakeNetwork::State::copy_tagged(uint16_t port, const HeldGet& get) const 
         size > r.length - (get.address - base))
       continue;
     std::memcpy(get.op->buffer.data(), r.base + (get.address - base), size);
+    r.bytes_read += size;
     return Status::ok();
   }
   return Status(ESTALE, "get from " + node_name(port) + ": no range served with tag " + std::to_string(get.tag) +
@@ -398,6 +401,12 @@ void FakeFabric::unserve(uint64_t handle) {
   std::lock_guard lk(net_->mu);  // gets copy under it: none copies from the range after this
   auto it = net_->tagged.find(handle);
   if (it != net_->tagged.end() && it->second.port == port_) net_->tagged.erase(it);
+}
+
+uint64_t FakeFabric::served_bytes(uint64_t handle) const {
+  std::lock_guard lk(net_->mu);
+  auto it = net_->tagged.find(handle);
+  return it != net_->tagged.end() && it->second.port == port_ ? it->second.bytes_read : 0;
 }
 
 FakeNetwork::FakeNetwork() : state_(std::make_shared<State>()) {}

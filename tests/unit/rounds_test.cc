@@ -258,7 +258,9 @@ class SpreadRoundPipelineTest : public RoundPipelineTest {
                             [this](int slot) {
                               std::lock_guard lk(mu_);
                               log_.push_back("retired " + std::to_string(slot));
-                            }});
+                              served_[slot] = 0;
+                            },
+                            [this](int slot) { return served_[slot].load(); }});
   }
   // The pipeline's events write to the members below: it goes first.
   void TearDown() override { pipe_.reset(); }
@@ -266,10 +268,109 @@ class SpreadRoundPipelineTest : public RoundPipelineTest {
     std::lock_guard lk(mu_);
     return log_;
   }
+  const cache::RoundEvent* event(uint64_t epoch, uint32_t round) {
+    timeline_ = pipe_->timeline();
+    for (const auto& ev : timeline_)
+      if (ev.epoch == epoch && ev.round == round) return &ev;
+    return nullptr;
+  }
+  // Every byte of the pinned round this member holds was read.
+  void note_all(const cache::RoundPipeline::Pin& pin) {
+    const cache::RoundEvent* ev = event(pin.epoch(), pin.round());
+    ASSERT_NE(ev, nullptr);
+    pin.note_read(ev->expected_bytes);
+  }
+  // Waits up to `limit` for round `round` of epoch 0 to start loading.
+  bool wait_load(uint32_t round, std::chrono::milliseconds limit) {
+    for (auto end = std::chrono::steady_clock::now() + limit; std::chrono::steady_clock::now() < end;) {
+      if (load_started(0, round)) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return load_started(0, round);
+  }
   cache::RoundMembers members_;
   std::mutex mu_;
   std::vector<std::string> log_;
+  std::atomic<uint64_t> served_[2] = {0, 0};  // what "peers" read of each slot (SlotEvents::served_bytes)
+  std::vector<cache::RoundEvent> timeline_;
 };
+
+// Rounds move together: a round's slot is reused only once its samples'
+// bytes were all read, here (Pin::note_read) and by peers (served_bytes),
+// or after nobody read it for kReleaseIdle; the next round loads then
+// without being asked again, and a round the member has moved past is
+// never loaded again.
+TEST_F(SpreadRoundPipelineTest, ARoundIsKeptUntilEveryRankReadItsPart) {
+  ASSERT_GE(order0_->rounds.size(), 4u);
+  auto p0 = pipe_->acquire(order0_, 0);
+  ASSERT_TRUE(p0);
+  const int slot0 = p0.slot();
+  ASSERT_TRUE(wait_load(1, std::chrono::milliseconds(500))) << "round 1 loads into the empty slot";
+  p0 = cache::RoundPipeline::Pin();
+  auto p1 = pipe_->acquire(order0_, 1);
+  ASSERT_TRUE(p1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(load_started(0, 2)) << "round 0 was released before its bytes were read";
+  const cache::RoundEvent* ev0 = event(0, 0);
+  ASSERT_NE(ev0, nullptr);
+  const uint64_t expected = ev0->expected_bytes;
+  ASSERT_GT(expected, 0u);
+  {
+    auto again = pipe_->acquire(order0_, 0);  // this node's ranks read half, peers the rest
+    ASSERT_TRUE(again);
+    again.note_read(expected / 2);
+  }
+  served_[slot0] = expected - expected / 2 - 1;
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(load_started(0, 2)) << "one byte short of read, round 0 was released";
+  served_[slot0] += 1;
+  ASSERT_TRUE(wait_load(2, std::chrono::milliseconds(500))) << "round 0 read whole, round 2 did not load";
+  ev0 = event(0, 0);
+  ASSERT_NE(ev0, nullptr);
+  EXPECT_STREQ(ev0->release, "read");
+  EXPECT_EQ(ev0->read_bytes, expected);
+
+  // Round 1: nobody reads it. Round 3 (wanted once round 2 is pinned) loads
+  // after kReleaseIdle.
+  p1 = cache::RoundPipeline::Pin();
+  auto p2 = pipe_->acquire(order0_, 2);
+  ASSERT_TRUE(p2);
+  ASSERT_TRUE(wait_load(3, std::chrono::milliseconds(3000))) << "an unread round was kept forever";
+  const cache::RoundEvent* ev1 = event(0, 1);
+  ASSERT_NE(ev1, nullptr);
+  EXPECT_GE(ev1->released_s - ev1->load_end_s, cache::RoundPipeline::kReleaseIdle) << "released before it was idle";
+  EXPECT_STREQ(ev1->release, "idle");
+  EXPECT_EQ(ev1->read_bytes, 0u);
+
+  // Round 0 again, now behind the rounds held: the backend reads it.
+  EXPECT_FALSE(pipe_->acquire(order0_, 0));
+  int loads0 = 0;
+  for (const auto& ev : pipe_->timeline()) loads0 += ev.epoch == 0 && ev.round == 0;
+  EXPECT_EQ(loads0, 1) << "round 0 was loaded again";
+}
+
+// Members load rounds in one sequence: a reader ahead of it waits for the
+// rounds before its own instead of loading its round out of turn.
+TEST_F(SpreadRoundPipelineTest, AReaderAheadWaitsForTheSequence) {
+  ASSERT_GE(order0_->rounds.size(), 4u);
+  auto p0 = pipe_->acquire(order0_, 0);
+  ASSERT_TRUE(p0);
+  note_all(p0);
+  ASSERT_TRUE(wait_load(1, std::chrono::milliseconds(500)));
+  auto p1 = pipe_->acquire(order0_, 1);
+  ASSERT_TRUE(p1);
+  note_all(p1);
+  std::thread ahead([&] { EXPECT_TRUE(pipe_->acquire(order0_, 3)) << "round 3 never came"; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(load_started(0, 3)) << "round 3 loaded before round 2";
+  p0 = cache::RoundPipeline::Pin();
+  p1 = cache::RoundPipeline::Pin();
+  ahead.join();
+  std::vector<uint32_t> loaded;
+  for (const auto& ev : pipe_->timeline())
+    if (ev.epoch == 0) loaded.push_back(ev.round);
+  EXPECT_EQ(loaded, (std::vector<uint32_t>{0, 1, 2, 3})) << "rounds loaded out of their sequence";
+}
 
 TEST_F(SpreadRoundPipelineTest, LoadsOnlyItsPartAndKnowsWhoHoldsTheRest) {
   const auto rounds = static_cast<uint32_t>(order0_->rounds.size());
