@@ -429,16 +429,68 @@ RoundPipeline::Pin RoundPipeline::acquire(const std::shared_ptr<const EpochOrder
   return Pin(this, slot);
 }
 
+void RoundPipeline::follow(uint64_t epoch, uint32_t round) {
+  {
+    std::lock_guard lk(mu_);
+    if (!spread_) return;
+    if (follow_set_ && !before(follow_epoch_, follow_round_, epoch, round)) return;
+    const int n = newest();
+    if (n >= 0 && !before(slots_[n].epoch, slots_[n].round, epoch, round)) return;  // there already
+    follow_set_ = true;
+    follow_epoch_ = epoch;
+    follow_round_ = round;
+  }
+  cv_.notify_all();
+}
+
+bool RoundPipeline::newest_round(uint64_t& epoch, uint32_t& round) const {
+  std::lock_guard lk(mu_);
+  const int n = newest();
+  if (n < 0) return false;
+  epoch = slots_[n].epoch;
+  round = slots_[n].round;
+  return true;
+}
+
+void RoundPipeline::take_follow(std::unique_lock<std::mutex>& lk) {
+  if (!follow_set_) return;
+  const uint64_t e = follow_epoch_;
+  const uint32_t r = follow_round_;
+  follow_set_ = false;
+  std::shared_ptr<const EpochOrder> o;
+  if (orders_) {
+    lk.unlock();  // building an epoch's order takes a while; not under the lock
+    o = orders_(e);
+    lk.lock();
+  }
+  if (!o || r >= o->rounds.size()) return;
+  const int n = newest();
+  if (n >= 0 && !before(slots_[n].epoch, slots_[n].round, e, r)) return;  // caught up meanwhile
+  follow_order_ = o;
+  follow_to_ = r;
+}
+
 void RoundPipeline::load_thread() {
   std::unique_lock lk(mu_);
   for (;;) {
     // While a round waits for a slot, release conditions are looked at again
     // every few milliseconds (they change with peers' reads and with time).
-    if (wanted_order_ && queue_.empty())
+    if ((wanted_order_ || follow_order_) && queue_.empty())
       cv_.wait_for(lk, std::chrono::milliseconds(10));
     else
-      cv_.wait(lk, [&] { return stop_ || !queue_.empty() || wanted_order_; });
+      cv_.wait(lk, [&] { return stop_ || !queue_.empty() || wanted_order_ || follow_set_; });
     if (stop_) return;
+    take_follow(lk);
+    if (follow_order_) {
+      // The other members are at a round this node has not loaded (its
+      // readers have not asked, or it has none): load the rounds up to it
+      // in sequence, or start there if nothing is held.
+      const int n = newest();
+      if (n >= 0 && !before(slots_[n].epoch, slots_[n].round, follow_order_->epoch, follow_to_))
+        follow_order_ = nullptr;
+      else if (!wanted_order_)
+        want(follow_order_, follow_to_);
+    }
     load_wanted();
     if (queue_.empty()) continue;
     int i = queue_.front();

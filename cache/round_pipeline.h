@@ -141,6 +141,14 @@ class RoundPipeline {
   // reads from the backend instead when both slots are busy.
   Pin acquire(const std::shared_ptr<const EpochOrder>& order, uint32_t round, bool may_wait_for_slot = true);
 
+  // Spread rounds: the other members hold round `round` of `epoch` (their
+  // newest, from their heartbeats). If this node is behind it, its rounds
+  // load up to it in sequence without waiting for its own readers (a member
+  // whose readers are late, or who has none, or who restarted, still holds
+  // its part of every round); with nothing held, it starts there.
+  void follow(uint64_t epoch, uint32_t round);
+  // The newest round held or loading (false if none): what peers follow.
+  bool newest_round(uint64_t& epoch, uint32_t& round) const;
   // True if round `round` of `epoch` is loaded now (no pin: it may go soon).
   bool is_ready(uint64_t epoch, uint32_t round) const;
   // Before reads start (or with events that outlive the pipeline).
@@ -195,6 +203,7 @@ class RoundPipeline {
   bool held_for_others(uint64_t epoch, uint32_t round) const;
   void load_wanted();                               // under mu_: starts wanted_ if a slot is free
   void want(const std::shared_ptr<const EpochOrder>& order, uint32_t round);  // under mu_
+  void take_follow(std::unique_lock<std::mutex>& lk);  // under mu_ (released while an order is built)
   int newest() const;                               // under mu_: the slot of the latest round, or -1
   // Under mu_: the round after the newest one (false if none is held, or
   // the next epoch's order is not built yet).
@@ -235,6 +244,13 @@ class RoundPipeline {
   std::shared_ptr<const EpochOrder> wanted_order_;
   uint32_t wanted_round_ = 0;
   std::shared_ptr<const EpochOrder> next_epoch_order_;  // the last one acquire() built
+  // follow(): the round asked for (set under mu_ by the message thread), and
+  // once the loader thread built its order, the round loads go up to.
+  bool follow_set_ = false;
+  uint64_t follow_epoch_ = 0;
+  uint32_t follow_round_ = 0;
+  std::shared_ptr<const EpochOrder> follow_order_;
+  uint32_t follow_to_ = 0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::thread loader_;
 };

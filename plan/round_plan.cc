@@ -35,17 +35,28 @@ std::vector<Round> epoch_rounds(const PlanShape& shape, uint64_t seed, uint64_t 
   std::vector<uint32_t> perm(chunks);
   for (uint32_t c = 0; c < chunks; ++c) perm[c] = c;
   shuffle_in_place(perm, mix(seed ^ kChunkStream, epoch));
-  uint64_t position = 0;
+  // Even rounds: as few as fit (k, each at most round_bytes), each about an
+  // equal share of what is left. Cut greedily to round_bytes instead, the
+  // last round would be a remainder, which lowers the RL (eq. 4 weighs the
+  // end of an epoch most): 90.7% against 94.7% for six rounds in
+  // tests/integration/39_cluster_rounds.sh.
+  const uint64_t k = (shape.total_bytes + shape.round_bytes - 1) / shape.round_bytes;
+  uint64_t position = 0, placed = 0;
+  uint64_t share = shape.total_bytes / k;
   Round cur;
   auto close = [&] {
     cur.first_position = position;
     position += cur.samples;
+    placed += cur.bytes;
     rounds.push_back(std::move(cur));
     cur = Round{};
+    const uint64_t left = k > rounds.size() ? k - rounds.size() : 1;
+    share = (shape.total_bytes - placed) / left;
   };
   for (uint32_t c : perm) {
     const uint64_t b = shape.chunk_bytes[c];
-    if (!cur.chunks.empty() && cur.bytes + b > shape.round_bytes) close();
+    // Closed at its share (to within half a chunk), never past round_bytes.
+    if (!cur.chunks.empty() && (cur.bytes + b > shape.round_bytes || cur.bytes + b / 2 > share)) close();
     cur.chunks.push_back(c);
     cur.bytes += b;
     cur.samples += shape.chunk_first[c + 1] - shape.chunk_first[c];

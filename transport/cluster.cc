@@ -313,6 +313,7 @@ void Cluster::on_ping(const Sealed& ping, Message& m) {
   pong.counter = ping.counter;
   pong.resident = local_residency();
   pong.bytes = local_bytes();
+  pong.rounds = local_rounds();
   reply(encode(pong, *key), ping.rank, m);
 }
 
@@ -353,6 +354,15 @@ std::map<std::string, StripeOffer> Cluster::stripe_offers() const {
     stripes[datasets_[i].name] = std::move(s);
   }
   return stripes;
+}
+
+std::map<std::string, RoundAt> Cluster::local_rounds() const {
+  std::map<std::string, RoundAt> out;
+  for (const auto& r : rounds_) {
+    RoundAt at;
+    if (r && r->newest(at)) out[r->name()] = at;
+  }
+  return out;
 }
 
 NodeBytes Cluster::local_bytes() const { return node_bytes_ ? node_bytes_() : NodeBytes{}; }

@@ -476,7 +476,12 @@ std::string encode(const Welcome& m, const Key& key) {
 std::string encode(const Ping& m, const Key& key) { return seal(m.kind, m, m.counter, std::string(), key); }
 
 std::string encode(const Pong& m, const Key& key) {
-  const json body = {{"resident", resident_json(m.resident)}, {"bytes", bytes_json(m.bytes)}};
+  json body = {{"resident", resident_json(m.resident)}, {"bytes", bytes_json(m.bytes)}};
+  if (!m.rounds.empty()) {
+    json rounds = json::object();
+    for (const auto& [name, at] : m.rounds) rounds[name] = json::array({at.epoch, at.round});
+    body["rounds"] = std::move(rounds);
+  }
   return seal(m.kind, m, m.counter, pack(body), key);
 }
 
@@ -547,6 +552,16 @@ Result<Pong> open_pong(const Sealed& m, const Key& key) {
     p.counter = m.counter;
     DLFS_ASSIGN_OR_RETURN(p.resident, resident_of(f));
     DLFS_ASSIGN_OR_RETURN(p.bytes, bytes_of(f));
+    if (f.has("rounds")) {
+      DLFS_ASSIGN_OR_RETURN(Fields rounds, f.object("rounds"));
+      for (const auto& item : rounds.value().items()) {
+        const json& v = item.value();
+        if (!v.is_array() || v.size() != 2 || !v[0].is_number_unsigned() || !v[1].is_number_unsigned() ||
+            v[1].get<uint64_t>() > std::numeric_limits<uint32_t>::max())
+          return rounds.bad(item.key(), "is not [epoch, round]");
+        p.rounds[item.key()] = RoundAt{v[0].get<uint64_t>(), static_cast<uint32_t>(v[1].get<uint64_t>())};
+      }
+    }
     return p;
   });
 }

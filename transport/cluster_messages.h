@@ -175,12 +175,24 @@ struct Ping : Header {
   uint64_t counter = 0;  // > every earlier ping's of the session
 };
 
-// Answer to a good ping (sealed): the peer's residency and byte counters.
+// Answer to a good ping (sealed): the peer's residency and byte counters,
+// and where its rounds are.
+// A round of an epoch (rounds over the job's memory).
+struct RoundAt {
+  uint64_t epoch = 0;
+  uint32_t round = 0;
+  bool operator==(const RoundAt&) const = default;
+};
+
 struct Pong : Header {
   static constexpr MessageKind kind = MessageKind::pong;
   uint64_t counter = 0;  // the ping's
   std::map<std::string, ExtentRuns> resident;
   NodeBytes bytes;
+  // Per dataset in rounds over the job's memory: the newest round the peer
+  // holds or loads (members behind it follow, cache::RoundPipeline::follow).
+  // Optional on the wire.
+  std::map<std::string, RoundAt> rounds;
 };
 
 // A welcome, ping or pong as it arrives: its header in the clear, its body

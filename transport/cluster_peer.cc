@@ -103,23 +103,37 @@ void Cluster::on_welcome(const Sealed& sealed) {
 void Cluster::on_pong(const Sealed& sealed) {
   Peer* p = answering_peer(sealed);
   if (!p) return;
-  std::lock_guard lk(p->mu);
-  if (!p->answers(sealed.session) || !p->link->welcomed) return;
+  std::map<std::string, RoundAt> rounds;
+  {
+    std::lock_guard lk(p->mu);
+    if (!took_pong(*p, sealed, rounds)) return;
+  }
+  // Not under the peer's lock: the round pipelines take their own.
+  for (const auto& [name, at] : rounds)
+    for (auto& r : rounds_)
+      if (r && r->name() == name) r->follow(at);
+}
+
+bool Cluster::took_pong(Peer& peer, const Sealed& sealed, std::map<std::string, RoundAt>& rounds) {
+  Peer* p = &peer;
+  if (!p->answers(sealed.session) || !p->link->welcomed) return false;
   Link& link = *p->link;
   if (sealed.counter <= link.last_pong || sealed.counter > link.pings) {
     spdlog::debug("cluster: a pong from rank {} with counter {} ignored (taken up to {}, sent {})", sealed.rank,
                   sealed.counter, link.last_pong, link.pings);
-    return;
+    return false;
   }
   auto pong = open_pong(sealed, link.key);
   if (!pong) {
     if (loud())
       spdlog::warn("cluster: rank {} ({}): a pong that does not open ignored: {}", sealed.rank,
                    p->address.to_string(), pong.status().message());
-    return;
+    return false;
   }
   link.last_pong = sealed.counter;
   heard(*p, pong->resident, pong->bytes);
+  rounds = std::move(pong->rounds);
+  return true;
 }
 
 void Cluster::heard(Peer& p, const std::map<std::string, ExtentRuns>& resident, const NodeBytes& bytes) {

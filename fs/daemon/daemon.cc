@@ -193,7 +193,10 @@ void Daemon::open_datasets() {
       continue;
     }
     if (!ds) return failed(*slots_[i], ds.status());
-    left -= std::min(left, (*ds)->buffer().capacity_bytes());
+    // What it holds: its storage buffer, or its two round slots (before,
+    // a dataset in rounds left the whole budget to the next one as well).
+    const cache::RoundPipeline* rounds = (*ds)->round_pipeline();
+    left -= std::min(left, (*ds)->buffer().capacity_bytes() + (rounds ? 2 * rounds->slot_bytes() : 0));
     if (cluster) {
       slots_[i]->set_joining();
       opened[i] = std::move(ds).value();

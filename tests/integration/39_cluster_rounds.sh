@@ -8,7 +8,8 @@
 # the others' memory; all nodes together read about the dataset once per
 # epoch from the backend (per-node rounds read it once per node). Then a
 # node killed while the others stream epoch 2: their views stay exact (the
-# dead node's chunks come from the backend).
+# dead node's chunks come from the backend). Before that, a node whose rank
+# reads nothing follows the others' rounds and serves its part of them.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns_lib.sh"
 require_fuse
@@ -88,11 +89,25 @@ stream "" "$WORK/views"
 for i in $(seq 0 $((N - 1))); do cat "$WORK/mnt$i/.dlfs/stats" >"$WORK/stats$i.json"; done
 "$PYTHON" "$CHECK" stats "$TOTAL" $EPOCHS "$WORK"/stats*.json || fail "the nodes did not share their rounds"
 
-# Node 2 killed while nodes 0 and 1 stream epoch 2.
+# Nodes 0 and 1 stream epoch 2, node 2's rank reads nothing: node 2 follows
+# the others' rounds (their heartbeats say where they are) and serves its
+# part of each.
+mkdir -p "$WORK/follow"
+READERS=()
+for i in 0 1; do
+  (cat "$WORK/mnt$i/d/epochs/2/$N/$i.tar" >"$WORK/follow/e2-r$i.tar") &
+  READERS+=($!)
+done
+for pid in "${READERS[@]}"; do wait "$pid" || fail "a reader of epoch 2 failed"; done
+"$PYTHON" "$CHECK" bytes "$WORK/data" "$WORK"/follow/*.tar || fail "views read beside a node without readers are wrong"
+cat "$WORK/mnt2/.dlfs/stats" >"$WORK/follow-stats2.json"
+"$PYTHON" "$CHECK" follow 2 "$WORK/follow-stats2.json" || fail "node 2 did not follow the others' rounds"
+
+# Node 2 killed while nodes 0 and 1 stream epoch 3.
 mkdir -p "$WORK/after"
 READERS=()
 for i in 0 1; do
-  (cat "$WORK/mnt$i/d/epochs/2/$N/$i.tar" >"$WORK/after/e2-r$i.tar") &
+  (cat "$WORK/mnt$i/d/epochs/3/$N/$i.tar" >"$WORK/after/e3-r$i.tar") &
   READERS+=($!)
 done
 sleep 0.05

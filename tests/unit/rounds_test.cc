@@ -349,6 +349,35 @@ TEST_F(SpreadRoundPipelineTest, ARoundIsKeptUntilEveryRankReadItsPart) {
   EXPECT_EQ(loads0, 1) << "round 0 was loaded again";
 }
 
+// A member whose readers are not there (late, none, restarted) follows the
+// others' newest round: with nothing held it starts there, then loads the
+// rounds after it in sequence as the others move on.
+TEST_F(SpreadRoundPipelineTest, AMemberWithoutReadersFollowsTheOthers) {
+  ASSERT_GE(order0_->rounds.size(), 4u);
+  pipe_->follow(0, 1);
+  ASSERT_TRUE(wait_load(1, std::chrono::milliseconds(1000))) << "round 1 not loaded on the others' word";
+  EXPECT_FALSE(load_started(0, 0)) << "it starts at the others' round, not at the epoch's first";
+  uint64_t e = 9;
+  uint32_t r = 9;
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+       std::chrono::steady_clock::now() < end && !pipe_->is_ready(0, 1);)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ASSERT_TRUE(pipe_->newest_round(e, r));
+  EXPECT_EQ(e, 0u);
+  EXPECT_EQ(r, 1u);
+  pipe_->follow(0, 3);  // the others moved on: rounds 2 and 3 load, in order
+  ASSERT_TRUE(wait_load(2, std::chrono::milliseconds(1000)));
+  // Round 1's slot goes once the others read its bytes (here: all at once).
+  const cache::RoundEvent* ev1 = event(0, 1);
+  ASSERT_NE(ev1, nullptr);
+  for (int slot = 0; slot < 2; ++slot) served_[slot] = ev1->expected_bytes;
+  ASSERT_TRUE(wait_load(3, std::chrono::milliseconds(1000))) << "round 3 not loaded after round 1 was read";
+  std::vector<uint32_t> loaded;
+  for (const auto& ev : pipe_->timeline())
+    if (ev.epoch == 0) loaded.push_back(ev.round);
+  EXPECT_EQ(loaded, (std::vector<uint32_t>{1, 2, 3}));
+}
+
 // Members load rounds in one sequence: a reader ahead of it waits for the
 // rounds before its own instead of loading its round out of turn.
 TEST_F(SpreadRoundPipelineTest, AReaderAheadWaitsForTheSequence) {

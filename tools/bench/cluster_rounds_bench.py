@@ -174,6 +174,8 @@ def run_case(a, daemons, names, addrs, ratio, span, results):
             log(f"{tag} step {step_ms} ms: {med['samples_s_rank']:,.0f} samples/s a rank, epoch {med['epoch_s']:.2f} s "
                 f"(compute {med['compute_s']:.2f} s), backend {med['backend_x']:.2f}x the dataset, "
                 f"{med['peers_mb']:.0f} MB from peers' rounds, {med['stalls_round']:.2f} stalls a round")
+        # Each node's round timeline (loads, waits, releases), for a look at the stalls (--json).
+        results[str(ratio)][span]["rounds"] = [mount_stats(m)["datasets"][0].get("rounds") for m in mnts]
     finally:
         daemons.stop_all()
 
@@ -215,6 +217,8 @@ def main():
     for ratio, spans in results.items():
         for step in [str(s) for s in a.steps]:
             for span, by_step in spans.items():
+                if step not in by_step:
+                    continue
                 m = by_step[step]
                 ratio_txt = ""
                 if span == "cluster" and "node" in spans:
