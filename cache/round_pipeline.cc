@@ -181,6 +181,9 @@ int RoundPipeline::victim(uint64_t epoch, uint32_t round, Release* why) {
     }
     if (s.epoch == epoch && s.round == round) continue;
     if (spread_ && !before(s.epoch, s.round, epoch, round)) continue;
+    // Spread: only the older of the two rounds held may go (the newer one
+    // is the next to be read: idle only because nobody has reached it).
+    if (spread_ && i != oldest()) continue;
     if (best >= 0 && !before(s.epoch, s.round, slots_[best].epoch, slots_[best].round)) continue;
     const Release r = release_state(i);
     if (r == Release::no) continue;
@@ -202,6 +205,15 @@ bool RoundPipeline::behind(uint64_t epoch, uint32_t round) const {
   for (const Slot& s : slots_)
     if (s.state != Slot::State::empty && before(epoch, round, s.epoch, s.round)) return true;
   return false;
+}
+
+int RoundPipeline::oldest() const {
+  int o = -1;
+  for (int i = 0; i < 2; ++i)
+    if (slots_[i].state != Slot::State::empty &&
+        (o < 0 || before(slots_[i].epoch, slots_[i].round, slots_[o].epoch, slots_[o].round)))
+      o = i;
+  return o;
 }
 
 int RoundPipeline::newest() const {

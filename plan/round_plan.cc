@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "plan/randomization.h"
 #include "plan/shuffle_rng.h"
 
 namespace dlfs::plan {
@@ -35,33 +36,43 @@ std::vector<Round> epoch_rounds(const PlanShape& shape, uint64_t seed, uint64_t 
   std::vector<uint32_t> perm(chunks);
   for (uint32_t c = 0; c < chunks; ++c) perm[c] = c;
   shuffle_in_place(perm, mix(seed ^ kChunkStream, epoch));
-  // Even rounds: as few as fit (k, each at most round_bytes), each about an
-  // equal share of what is left. Cut greedily to round_bytes instead, the
-  // last round would be a remainder, which lowers the RL (eq. 4 weighs the
-  // end of an epoch most): 90.7% against 94.7% for six rounds in
-  // tests/integration/39_cluster_rounds.sh.
-  const uint64_t k = (shape.total_bytes + shape.round_bytes - 1) / shape.round_bytes;
-  uint64_t position = 0, placed = 0;
-  uint64_t share = shape.total_bytes / k;
-  Round cur;
-  auto close = [&] {
-    cur.first_position = position;
-    position += cur.samples;
-    placed += cur.bytes;
-    rounds.push_back(std::move(cur));
-    cur = Round{};
-    const uint64_t left = k > rounds.size() ? k - rounds.size() : 1;
-    share = (shape.total_bytes - placed) / left;
+  // Rounds never past round_bytes, cut two ways: greedily (full rounds and a
+  // remainder) and, as few as fit, in about equal shares. DeepIO's RL weighs
+  // the end of an epoch most, so a small last round lowers it (six rounds in
+  // tests/integration/39_cluster_rounds.sh: 90.7% greedy, 92.5% even), and so
+  // does one round more (chunks are whole: equal shares may need k + 1
+  // rounds where the greedy cut needs k): the cut with the higher RL is kept.
+  // k = 0: greedy.
+  auto cut = [&](uint64_t k) {
+    std::vector<Round> out;
+    uint64_t position = 0, placed = 0;
+    uint64_t share = k > 0 ? shape.total_bytes / k : shape.total_bytes;
+    Round cur;
+    auto close = [&] {
+      cur.first_position = position;
+      position += cur.samples;
+      placed += cur.bytes;
+      out.push_back(std::move(cur));
+      cur = Round{};
+      const uint64_t left = k > out.size() ? k - out.size() : 1;
+      share = (shape.total_bytes - placed) / left;
+    };
+    for (uint32_t c : perm) {
+      const uint64_t b = shape.chunk_bytes[c];
+      // Closed at its share (to within half a chunk), never past round_bytes.
+      if (!cur.chunks.empty() && (cur.bytes + b > shape.round_bytes || (k > 0 && cur.bytes + b / 2 > share))) close();
+      cur.chunks.push_back(c);
+      cur.bytes += b;
+      cur.samples += shape.chunk_first[c + 1] - shape.chunk_first[c];
+    }
+    close();
+    return out;
   };
-  for (uint32_t c : perm) {
-    const uint64_t b = shape.chunk_bytes[c];
-    // Closed at its share (to within half a chunk), never past round_bytes.
-    if (!cur.chunks.empty() && (cur.bytes + b > shape.round_bytes || cur.bytes + b / 2 > share)) close();
-    cur.chunks.push_back(c);
-    cur.bytes += b;
-    cur.samples += shape.chunk_first[c + 1] - shape.chunk_first[c];
-  }
-  close();
+  rounds = cut(0);
+  std::vector<Round> even = cut(rounds.size());
+  if (even.size() == rounds.size() &&
+      randomization_level(even, chunks) >= randomization_level(rounds, chunks))
+    rounds = std::move(even);
   return rounds;
 }
 

@@ -6,9 +6,9 @@
 //   1. the chunks are shuffled (seeded by seed and epoch);
 //   2. consecutive shuffled chunks are grouped into *rounds* holding at most
 //      `round_bytes` (at least one chunk each): a round is what is resident
-//      at once, R = round_bytes / dataset bytes. As few rounds as fit
-//      (ceil(1 / R)), of about equal bytes each, not full rounds and a
-//      remainder (a small last round lowers the RL);
+//      at once, R = round_bytes / dataset bytes. Full rounds and a
+//      remainder, or as many rounds of about equal bytes, whichever has the
+//      higher RL (a small last round lowers it);
 //   3. each round's samples are shuffled among themselves;
 //   4. the epoch order is the rounds, one after the other.
 // With one round (R = 1) the order is exactly epoch_permutation(): a full
