@@ -9,7 +9,8 @@
 # epoch from the backend (per-node rounds read it once per node). Then a
 # node killed while the others stream epoch 2: their views stay exact (the
 # dead node's chunks come from the backend). Before that, a node whose rank
-# reads nothing follows the others' rounds and serves its part of them.
+# reads nothing follows the others' rounds and serves its part of them; after
+# it, the killed node restarts and catches up with the round the others are at.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns_lib.sh"
 require_fuse
@@ -37,25 +38,34 @@ for i in $(seq 0 $((N - 1))); do ADDRS+=("${NETNS_ADDRS[$i]}:$PORT_BASE"); done
 PEERS=$(IFS=,; echo "${ADDRS[*]}")
 export UCX_TLS=tcp UCX_NET_DEVICES=eth0 UCX_WARN_UNUSED_ENV_VARS=n
 
-# cluster SPAN [TAG [FLAGS...]]: starts the three daemons (mountpoints mnt<TAG><i>) with round_span SPAN and waits for the joins.
-cluster() {
-  local span=$1 tag=${2:-} i
-  shift $(($# < 2 ? $# : 2))
-  for i in $(seq 0 $((N - 1))); do
-    DAEMON_WRAP=(nsenter "--net=/var/run/netns/${NETNS_NAMES[$i]}" --)
-    start_daemon "$WORK/mnt$tag$i" "$WORK/d$tag$i.log" --backend "$WORK/data" --name d --seed 39 --extent-size "$CHUNK" \
-      --memory-budget "$BUDGET" --round-chunk "$CHUNK" --round-span "$span" --peers "$PEERS" --rank "$i" \
-      --token-file "$WORK/token" "$@"
-  done
+# node I SPAN TAG LOG [FLAGS...]: starts node I's daemon (mountpoint mnt<TAG><I>) in its namespace.
+node() {
+  local i=$1 span=$2 tag=$3 logf=$4
+  shift 4
+  DAEMON_WRAP=(nsenter "--net=/var/run/netns/${NETNS_NAMES[$i]}" --)
+  start_daemon "$WORK/mnt$tag$i" "$logf" --backend "$WORK/data" --name d --seed 39 --extent-size "$CHUNK" \
+    --memory-budget "$BUDGET" --round-chunk "$CHUNK" --round-span "$span" --peers "$PEERS" --rank "$i" \
+    --token-file "$WORK/token" "$@"
   DAEMON_WRAP=()
+}
+# joined TAG: waits until every node sees all N members up.
+joined() {
+  local tag=$1 i ok
   up() { stat_field "$WORK/mnt$tag$1" 'sum(m["state"] in ("up", "self") for m in s["cluster"]["members"])'; }
   for _ in $(seq 1 200); do
     ok=1
     for i in $(seq 0 $((N - 1))); do [ "$(up "$i")" = $N ] || ok=0; done
-    [ $ok = 1 ] && break
+    [ $ok = 1 ] && return 0
     sleep 0.1
   done
-  [ $ok = 1 ] || fail "the nodes did not all join: $(for i in 0 1 2; do tail -3 "$WORK/d$tag$i.log"; done)"
+  fail "the nodes did not all join: $(for i in 0 1 2; do tail -3 "$WORK/d$tag$i.log"; done)"
+}
+# cluster SPAN [TAG [FLAGS...]]: starts the three daemons with round_span SPAN and waits for the joins.
+cluster() {
+  local span=$1 tag=${2:-} i
+  shift $(($# < 2 ? $# : 2))
+  for i in $(seq 0 $((N - 1))); do node "$i" "$span" "$tag" "$WORK/d$tag$i.log" "$@"; done
+  joined "$tag"
 }
 # stream TAG DIR: each node streams its rank's view, epoch after epoch, all nodes at once.
 stream() {
@@ -115,4 +125,21 @@ kill -KILL "$(pgrep -f "dlfsd --mountpoint $WORK/mnt2 ")"
 for pid in "${READERS[@]}"; do wait "$pid" || fail "a reader failed after node 2 died"; done
 "$PYTHON" "$CHECK" bytes "$WORK/data" "$WORK"/after/*.tar || fail "views read while node 2 died are wrong"
 log "node 2 killed mid-epoch: nodes 0 and 1 read exact views ($(stat_field "$WORK/mnt0" 's["datasets"][0]["views"]["epochs"]["backend_bytes"]') view bytes from the backend on node 0)"
+
+# Node 2 restarts (its mount went with it) and catches up: nodes 0 and 1
+# read epoch 4; node 2, whose rank reads nothing, loads its part of the
+# rounds they are at and serves it.
+fusermount3 -u -z "$WORK/mnt2" 2>/dev/null || umount -l "$WORK/mnt2" 2>/dev/null || true
+node 2 cluster "" "$WORK/d2-restart.log"
+joined ""
+mkdir -p "$WORK/restart"
+READERS=()
+for i in 0 1; do
+  (cat "$WORK/mnt$i/d/epochs/4/$N/$i.tar" >"$WORK/restart/e4-r$i.tar") &
+  READERS+=($!)
+done
+for pid in "${READERS[@]}"; do wait "$pid" || fail "a reader of epoch 4 failed"; done
+"$PYTHON" "$CHECK" bytes "$WORK/data" "$WORK"/restart/*.tar || fail "views read beside a restarted node are wrong"
+cat "$WORK/mnt2/.dlfs/stats" >"$WORK/restart-stats2.json"
+"$PYTHON" "$CHECK" follow 4 "$WORK/restart-stats2.json" --caught-up || fail "the restarted node did not catch up with the others' rounds"
 log "ok"

@@ -5,9 +5,11 @@
       every member of every rank's .tar holds its backend file's bytes, and
       across the W ranks of an epoch every file appears at least once and
       only padding repeats one (at most W - 1 repeats);
-  check_cluster_rounds.py follow EPOCH STATS
+  check_cluster_rounds.py follow EPOCH STATS [--caught-up]
       the node of STATS, whose rank read nothing of epoch EPOCH, loaded every
       round of it anyway, in order, and the other nodes read its part of them;
+      --caught-up (a node that joined late): the rounds from some round on,
+      through the epoch's last, in order;
   check_cluster_rounds.py bytes BACKEND TAR...
       every member of each .tar holds its backend file's bytes (no coverage:
       views of the ranks that were read);
@@ -155,12 +157,12 @@ def check_stats(total, epochs, stats_files, per_node=False):
              f"read it about once; at most {MAX_PER_EPOCH}x passes)")
 
 
-def check_follow(epoch, path):
+def check_follow(epoch, path, caught_up=False):
     with open(path) as f:
         d = json.load(f)["datasets"][0]
     timeline = d["rounds"]["timeline"]
     loaded = [ev["round"] for ev in timeline if ev["epoch"] == epoch]
-    want = list(range(d["plan"]["rounds_per_epoch"]))
+    want = list(range(loaded[0] if caught_up and loaded else 0, d["plan"]["rounds_per_epoch"]))
     if loaded != want:
         fail(f"{path}: rounds of epoch {epoch} loaded {loaded}, not {want}")
     read = sum(ev.get("read_bytes", 0) for ev in timeline if ev["epoch"] == epoch)
@@ -176,7 +178,7 @@ def main():
     if sys.argv[1] == "views":
         check_views(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:])
     elif sys.argv[1] == "follow":
-        check_follow(int(sys.argv[2]), sys.argv[3])
+        check_follow(int(sys.argv[2]), sys.argv[3], caught_up="--caught-up" in sys.argv[4:])
     elif sys.argv[1] == "bytes":
         check_views(sys.argv[2], 0, 1, sys.argv[3:], coverage=False)
     elif sys.argv[1] == "stats":
