@@ -207,22 +207,19 @@ bool RoundPipeline::behind(uint64_t epoch, uint32_t round) const {
   return false;
 }
 
-int RoundPipeline::oldest() const {
-  int o = -1;
-  for (int i = 0; i < 2; ++i)
-    if (slots_[i].state != Slot::State::empty &&
-        (o < 0 || before(slots_[i].epoch, slots_[i].round, slots_[o].epoch, slots_[o].round)))
-      o = i;
-  return o;
-}
-
-int RoundPipeline::newest() const {
-  int n = -1;
-  for (int i = 0; i < 2; ++i)
-    if (slots_[i].state != Slot::State::empty &&
-        (n < 0 || before(slots_[n].epoch, slots_[n].round, slots_[i].epoch, slots_[i].round)))
-      n = i;
-  return n;
+int RoundPipeline::held(bool latest) const {
+  int pick = -1;
+  for (int i = 0; i < 2; ++i) {
+    if (slots_[i].state == Slot::State::empty) continue;
+    const Slot& s = slots_[i];
+    if (pick < 0) {
+      pick = i;
+      continue;
+    }
+    const Slot& p = slots_[pick];
+    if (latest ? before(p.epoch, p.round, s.epoch, s.round) : before(s.epoch, s.round, p.epoch, p.round)) pick = i;
+  }
+  return pick;
 }
 
 bool RoundPipeline::successor(std::shared_ptr<const EpochOrder>& order, uint32_t& round) const {

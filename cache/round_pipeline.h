@@ -204,8 +204,9 @@ class RoundPipeline {
   void load_wanted();                               // under mu_: starts wanted_ if a slot is free
   void want(const std::shared_ptr<const EpochOrder>& order, uint32_t round);  // under mu_
   void take_follow(std::unique_lock<std::mutex>& lk);  // under mu_ (released while an order is built)
-  int newest() const;                               // under mu_: the slot of the latest round, or -1
-  int oldest() const;                               // under mu_: the slot of the earliest round, or -1
+  int held(bool latest) const;  // under mu_: the slot of the latest (else earliest) round held, or -1
+  int newest() const { return held(true); }
+  int oldest() const { return held(false); }
   // Under mu_: the round after the newest one (false if none is held, or
   // the next epoch's order is not built yet).
   bool successor(std::shared_ptr<const EpochOrder>& order, uint32_t& round) const;

@@ -99,27 +99,28 @@ stream "" "$WORK/views"
 for i in $(seq 0 $((N - 1))); do cat "$WORK/mnt$i/.dlfs/stats" >"$WORK/stats$i.json"; done
 "$PYTHON" "$CHECK" stats "$TOTAL" $EPOCHS "$WORK"/stats*.json || fail "the nodes did not share their rounds"
 
+# two_ranks EPOCH DIR: nodes 0 and 1 start streaming their rank's view of EPOCH (pids in READERS).
+two_ranks() {
+  local e=$1 dir=$2 i
+  mkdir -p "$dir"
+  READERS=()
+  for i in 0 1; do
+    (cat "$WORK/mnt$i/d/epochs/$e/$N/$i.tar" >"$dir/e$e-r$i.tar") &
+    READERS+=($!)
+  done
+}
+
 # Nodes 0 and 1 stream epoch 2, node 2's rank reads nothing: node 2 follows
 # the others' rounds (their heartbeats say where they are) and serves its
 # part of each.
-mkdir -p "$WORK/follow"
-READERS=()
-for i in 0 1; do
-  (cat "$WORK/mnt$i/d/epochs/2/$N/$i.tar" >"$WORK/follow/e2-r$i.tar") &
-  READERS+=($!)
-done
+two_ranks 2 "$WORK/follow"
 for pid in "${READERS[@]}"; do wait "$pid" || fail "a reader of epoch 2 failed"; done
 "$PYTHON" "$CHECK" bytes "$WORK/data" "$WORK"/follow/*.tar || fail "views read beside a node without readers are wrong"
 cat "$WORK/mnt2/.dlfs/stats" >"$WORK/follow-stats2.json"
 "$PYTHON" "$CHECK" follow 2 "$WORK/follow-stats2.json" || fail "node 2 did not follow the others' rounds"
 
 # Node 2 killed while nodes 0 and 1 stream epoch 3.
-mkdir -p "$WORK/after"
-READERS=()
-for i in 0 1; do
-  (cat "$WORK/mnt$i/d/epochs/3/$N/$i.tar" >"$WORK/after/e3-r$i.tar") &
-  READERS+=($!)
-done
+two_ranks 3 "$WORK/after"
 sleep 0.05
 kill -KILL "$(pgrep -f "dlfsd --mountpoint $WORK/mnt2 ")"
 for pid in "${READERS[@]}"; do wait "$pid" || fail "a reader failed after node 2 died"; done
@@ -132,12 +133,7 @@ log "node 2 killed mid-epoch: nodes 0 and 1 read exact views ($(stat_field "$WOR
 fusermount3 -u -z "$WORK/mnt2" 2>/dev/null || umount -l "$WORK/mnt2" 2>/dev/null || true
 node 2 cluster "" "$WORK/d2-restart.log"
 joined ""
-mkdir -p "$WORK/restart"
-READERS=()
-for i in 0 1; do
-  (cat "$WORK/mnt$i/d/epochs/4/$N/$i.tar" >"$WORK/restart/e4-r$i.tar") &
-  READERS+=($!)
-done
+two_ranks 4 "$WORK/restart"
 for pid in "${READERS[@]}"; do wait "$pid" || fail "a reader of epoch 4 failed"; done
 "$PYTHON" "$CHECK" bytes "$WORK/data" "$WORK"/restart/*.tar || fail "views read beside a restarted node are wrong"
 cat "$WORK/mnt2/.dlfs/stats" >"$WORK/restart-stats2.json"

@@ -34,24 +34,13 @@ import threading
 import time
 
 import plots
-from benchlib import SRC, cli
+from benchlib import cli
 from benchlib.daemons import Daemons, answers, dlfsd_argv
 from benchlib.datasets import ensure_dataset
+from benchlib.netns import netns
 from benchlib.readers import MiB, drop_caches, read_stream
 from benchlib.report import log, medians, paired_ratio, write_json
 from benchlib.stats import mount_stats
-
-NETNS_LIB = os.path.join(SRC, "tests/integration/netns_lib.sh")
-
-
-def netns(cmd, tag, n=0):
-    script = f'set -euo pipefail; skip() {{ echo "$*" >&2; exit 77; }}; source {NETNS_LIB}; '
-    script += {"up": f"require_netns; netns_up {tag} {n}", "down": f"netns_down {tag}"}[cmd]
-    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
-    if r.returncode != 0 and cmd == "up":
-        sys.exit(f"cannot build {n} network namespaces: {r.stderr.strip()}")
-    return [f"dlfs-{tag}-n{i}" for i in range(n)], [f"10.213.0.{i + 1}" for i in range(n)]
-
 
 def all_resident(mnt):
     try:

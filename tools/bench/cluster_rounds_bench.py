@@ -37,31 +37,18 @@ Needs root (namespaces, FUSE mounts).
 import os
 import secrets
 import statistics
-import subprocess
 import sys
 import tarfile
 import threading
 import time
 
-from benchlib import SRC, cli
+from benchlib import cli
 from benchlib.daemons import Daemons, answers, dlfsd_argv
 from benchlib.datasets import ensure_dataset
+from benchlib.netns import netns
 from benchlib.readers import MiB
 from benchlib.report import log, write_json
 from benchlib.stats import mount_stats
-
-NETNS_LIB = os.path.join(SRC, "tests/integration/netns_lib.sh")
-CHUNK = 256 << 10  # round chunk and extent size
-
-
-def netns(cmd, tag, n=0):
-    script = f'set -euo pipefail; skip() {{ echo "$*" >&2; exit 77; }}; source {NETNS_LIB}; '
-    script += {"up": f"require_netns ucx; netns_up {tag} {n}", "down": f"netns_down {tag}"}[cmd]
-    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
-    if r.returncode != 0 and cmd == "up":
-        sys.exit(f"cannot build {n} network namespaces: {r.stderr.strip()}")
-    return [f"dlfs-{tag}-n{i}" for i in range(n)], [f"10.213.0.{i + 1}" for i in range(n)]
-
 
 def budget_for(ratio, total, n):
     """The per-node memory budget of DeepIO's R: the job's memory over the dataset.
@@ -201,7 +188,7 @@ def main():
         f.write(secrets.token_hex(32))
     os.environ.update(UCX_TLS="tcp", UCX_NET_DEVICES="eth0", UCX_WARN_UNUSED_ENV_VARS="n")
     tag = f"rb{os.getpid() % 100000}"
-    names, addrs = netns("up", tag, a.nodes)
+    names, addrs = netns("up", tag, a.nodes, need_ucx=True)
     results = {}
     try:
         with Daemons() as daemons:
