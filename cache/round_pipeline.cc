@@ -438,45 +438,49 @@ RoundPipeline::Pin RoundPipeline::acquire(const std::shared_ptr<const EpochOrder
   return Pin(this, slot);
 }
 
-void RoundPipeline::follow(uint64_t epoch, uint32_t round) {
+void RoundPipeline::follow(RoundSpan others) {
   {
     std::lock_guard lk(mu_);
     if (!spread_) return;
-    if (follow_set_ && !before(follow_epoch_, follow_round_, epoch, round)) return;
+    const RoundAt& to = others.newest;
+    if (follow_set_ && !before(follow_.newest.epoch, follow_.newest.round, to.epoch, to.round)) return;
     const int n = newest();
-    if (n >= 0 && !before(slots_[n].epoch, slots_[n].round, epoch, round)) return;  // there already
+    if (n >= 0 && !before(slots_[n].epoch, slots_[n].round, to.epoch, to.round)) return;  // there already
+    if (before(to.epoch, to.round, others.oldest.epoch, others.oldest.round)) others.oldest = to;
     follow_set_ = true;
-    follow_epoch_ = epoch;
-    follow_round_ = round;
+    follow_ = others;
   }
   cv_.notify_all();
 }
 
-bool RoundPipeline::newest_round(uint64_t& epoch, uint32_t& round) const {
+bool RoundPipeline::held_rounds(RoundSpan& held) const {
   std::lock_guard lk(mu_);
-  const int n = newest();
+  const int n = newest(), o = oldest();
   if (n < 0) return false;
-  epoch = slots_[n].epoch;
-  round = slots_[n].round;
+  held.oldest = {slots_[o].epoch, slots_[o].round};
+  held.newest = {slots_[n].epoch, slots_[n].round};
   return true;
 }
 
 void RoundPipeline::take_follow(std::unique_lock<std::mutex>& lk) {
   if (!follow_set_) return;
-  const uint64_t e = follow_epoch_;
-  const uint32_t r = follow_round_;
+  const RoundSpan f = follow_;
   follow_set_ = false;
-  std::shared_ptr<const EpochOrder> o;
+  std::shared_ptr<const EpochOrder> from, to;
   if (orders_) {
     lk.unlock();  // building an epoch's order takes a while; not under the lock
-    o = orders_(e);
+    to = orders_(f.newest.epoch);
+    from = f.oldest.epoch == f.newest.epoch ? to : orders_(f.oldest.epoch);
     lk.lock();
   }
-  if (!o || r >= o->rounds.size()) return;
+  if (!to || !from || f.newest.round >= to->rounds.size() || f.oldest.round >= from->rounds.size()) return;
   const int n = newest();
-  if (n >= 0 && !before(slots_[n].epoch, slots_[n].round, e, r)) return;  // caught up meanwhile
-  follow_order_ = o;
-  follow_to_ = r;
+  if (n >= 0 && !before(slots_[n].epoch, slots_[n].round, f.newest.epoch, f.newest.round)) return;  // caught up
+  follow_order_ = to;
+  follow_to_ = f.newest.round;
+  // Holding nothing: start at the round the others still read, not the one
+  // they load next (its part of that one is theirs to wait for otherwise).
+  if (n < 0) want(from, f.oldest.round);
 }
 
 void RoundPipeline::load_thread() {

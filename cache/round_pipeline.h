@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "cache/backend_reader.h"
+#include "cache/round_remote.h"
 #include "plan/round_plan.h"
 
 namespace dlfs::cache {
@@ -141,14 +142,15 @@ class RoundPipeline {
   // reads from the backend instead when both slots are busy.
   Pin acquire(const std::shared_ptr<const EpochOrder>& order, uint32_t round, bool may_wait_for_slot = true);
 
-  // Spread rounds: the other members hold round `round` of `epoch` (their
-  // newest, from their heartbeats). If this node is behind it, its rounds
-  // load up to it in sequence without waiting for its own readers (a member
-  // whose readers are late, or who has none, or who restarted, still holds
-  // its part of every round); with nothing held, it starts there.
-  void follow(uint64_t epoch, uint32_t round);
-  // The newest round held or loading (false if none): what peers follow.
-  bool newest_round(uint64_t& epoch, uint32_t& round) const;
+  // Spread rounds: the other members hold rounds others.oldest through
+  // others.newest (from their heartbeats). If this node is behind, its
+  // rounds load up to theirs in sequence without waiting for its own readers
+  // (a member whose readers are late, or who has none, or who restarted,
+  // still holds its part of every round); holding none, it starts at their
+  // oldest, the round their ranks still read.
+  void follow(RoundSpan others);
+  // The rounds held or loading (false if none): what peers follow.
+  bool held_rounds(RoundSpan& held) const;
   // True if round `round` of `epoch` is loaded now (no pin: it may go soon).
   bool is_ready(uint64_t epoch, uint32_t round) const;
   // Before reads start (or with events that outlive the pipeline).
@@ -249,8 +251,7 @@ class RoundPipeline {
   // follow(): the round asked for (set under mu_ by the message thread), and
   // once the loader thread built its order, the round loads go up to.
   bool follow_set_ = false;
-  uint64_t follow_epoch_ = 0;
-  uint32_t follow_round_ = 0;
+  RoundSpan follow_;
   std::shared_ptr<const EpochOrder> follow_order_;
   uint32_t follow_to_ = 0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();

@@ -27,6 +27,18 @@ inline uint64_t round_tag(uint64_t dataset_fingerprint, uint64_t epoch, uint32_t
   return h | 1;
 }
 
+// A round of an epoch, and the rounds a member holds (its heartbeats say so:
+// RoundPipeline::follow).
+struct RoundAt {
+  uint64_t epoch = 0;
+  uint32_t round = 0;
+  bool operator==(const RoundAt&) const = default;
+};
+struct RoundSpan {
+  RoundAt oldest, newest;
+  bool operator==(const RoundSpan&) const = default;
+};
+
 class RoundRemote {
  public:
   virtual ~RoundRemote() = default;

@@ -35,6 +35,15 @@ Result<std::unique_ptr<Planner>> Planner::create(const std::string& name, const 
       // it, which every read of the value checks.
       [&](uint64_t i) { return m.sample_data_offset(i) - m.sample_check_bytes(i); },
       [&](uint64_t i) { return m.sample(i).length + m.sample_check_bytes(i); });
+  // What readers read of each chunk (rounds over the nodes are released once
+  // it was all read): nothing of an empty sample, whose read ends before its
+  // check (a TFRecord record of no bytes still has a 12-byte header).
+  for (size_t c = 0; c < p->shape_.chunk_count(); ++c) {
+    uint64_t payload = 0;
+    for (uint64_t i = p->shape_.chunk_first[c]; i < p->shape_.chunk_first[c + 1]; ++i)
+      if (m.sample(i).length > 0) payload += m.sample(i).length + m.sample_check_bytes(i);
+    p->shape_.chunk_payload[c] = payload;
+  }
   const uint64_t total = p->shape_.total_bytes;
   const double r = plan.shuffle_ratio;
   if (plan.round_span == RoundSpan::node) nodes = 1;  // each node's own memory: whole rounds on every node
@@ -50,6 +59,12 @@ Result<std::unique_ptr<Planner>> Planner::create(const std::string& name, const 
                                   " over " + std::to_string(nodes) + " nodes, but their memory holds rounds of " +
                                   format_size(fits) + " (each node's budget of " + format_size(memory_budget) +
                                   " is two round slots, less one chunk each)");
+      // Slots of what R needs, no more: the rest of the budget is the next
+      // dataset's (before, every node's two slots took all of it).
+      const uint64_t largest = largest_chunk(p->shape_);
+      const uint64_t slot = std::min<uint64_t>(memory_budget / 2, (want + nodes - 1) / nodes + largest);
+      p->member_slots_.assign(nodes, slot);
+      if (aggregate_round_bytes(p->member_slots_, largest) < want) p->member_slots_.assign(nodes, memory_budget / 2);
     }
     p->shape_.round_bytes = want;
     if (want == 0) {

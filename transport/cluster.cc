@@ -356,11 +356,11 @@ std::map<std::string, StripeOffer> Cluster::stripe_offers() const {
   return stripes;
 }
 
-std::map<std::string, RoundAt> Cluster::local_rounds() const {
-  std::map<std::string, RoundAt> out;
+std::map<std::string, cache::RoundSpan> Cluster::local_rounds() const {
+  std::map<std::string, cache::RoundSpan> out;
   for (const auto& r : rounds_) {
-    RoundAt at;
-    if (r && r->newest(at)) out[r->name()] = at;
+    cache::RoundSpan held;
+    if (r && r->held(held)) out[r->name()] = held;
   }
   return out;
 }

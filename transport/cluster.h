@@ -139,7 +139,7 @@ class Cluster {
   std::map<std::string, ExtentRuns> local_residency() const;
   std::map<std::string, StripeOffer> stripe_offers() const;
   NodeBytes local_bytes() const;
-  std::map<std::string, RoundAt> local_rounds() const;  // the newest round of each dataset in rounds over the nodes
+  std::map<std::string, cache::RoundSpan> local_rounds() const;  // the newest round of each dataset in rounds over the nodes
 
   // cluster_peer.cc: the answers to this node's joins and pings, and the
   // peer state machine the heartbeat thread drives.
@@ -148,7 +148,7 @@ class Cluster {
   void on_refused(const Refused& refused);
   void on_pong(const Sealed& pong);
   // Under p.mu: takes a pong (its residency and counters); false if refused.
-  bool took_pong(Peer& p, const Sealed& pong, std::map<std::string, RoundAt>& rounds);
+  bool took_pong(Peer& p, const Sealed& pong, std::map<std::string, cache::RoundSpan>& rounds);
   Peer* answering_peer(const Header& h);  // the peer an answer claims to come from, if it is one and for this node
   void heard(Peer& p, const std::map<std::string, ExtentRuns>& resident, const NodeBytes& bytes);  // under p.mu
   void heartbeat_loop();

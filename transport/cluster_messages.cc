@@ -479,7 +479,8 @@ std::string encode(const Pong& m, const Key& key) {
   json body = {{"resident", resident_json(m.resident)}, {"bytes", bytes_json(m.bytes)}};
   if (!m.rounds.empty()) {
     json rounds = json::object();
-    for (const auto& [name, at] : m.rounds) rounds[name] = json::array({at.epoch, at.round});
+    for (const auto& [name, held] : m.rounds)
+      rounds[name] = json::array({held.oldest.epoch, held.oldest.round, held.newest.epoch, held.newest.round});
     body["rounds"] = std::move(rounds);
   }
   return seal(m.kind, m, m.counter, pack(body), key);
@@ -556,10 +557,12 @@ Result<Pong> open_pong(const Sealed& m, const Key& key) {
       DLFS_ASSIGN_OR_RETURN(Fields rounds, f.object("rounds"));
       for (const auto& item : rounds.value().items()) {
         const json& v = item.value();
-        if (!v.is_array() || v.size() != 2 || !v[0].is_number_unsigned() || !v[1].is_number_unsigned() ||
-            v[1].get<uint64_t>() > std::numeric_limits<uint32_t>::max())
-          return rounds.bad(item.key(), "is not [epoch, round]");
-        p.rounds[item.key()] = RoundAt{v[0].get<uint64_t>(), static_cast<uint32_t>(v[1].get<uint64_t>())};
+        bool ok = v.is_array() && v.size() == 4;
+        for (size_t k = 0; ok && k < 4; ++k)
+          ok = v[k].is_number_unsigned() && (k % 2 == 0 || v[k].get<uint64_t>() <= std::numeric_limits<uint32_t>::max());
+        if (!ok) return rounds.bad(item.key(), "is not [oldest epoch, round, newest epoch, round]");
+        auto at = [&](size_t k) { return cache::RoundAt{v[k].get<uint64_t>(), static_cast<uint32_t>(v[k + 1].get<uint64_t>())}; };
+        p.rounds[item.key()] = cache::RoundSpan{at(0), at(2)};
       }
     }
     return p;

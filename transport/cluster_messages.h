@@ -51,6 +51,7 @@
 #include <variant>
 #include <vector>
 
+#include "cache/round_remote.h"
 #include "common/status.h"
 
 namespace dlfs::transport {
@@ -177,22 +178,15 @@ struct Ping : Header {
 
 // Answer to a good ping (sealed): the peer's residency and byte counters,
 // and where its rounds are.
-// A round of an epoch (rounds over the job's memory).
-struct RoundAt {
-  uint64_t epoch = 0;
-  uint32_t round = 0;
-  bool operator==(const RoundAt&) const = default;
-};
-
 struct Pong : Header {
   static constexpr MessageKind kind = MessageKind::pong;
   uint64_t counter = 0;  // the ping's
   std::map<std::string, ExtentRuns> resident;
   NodeBytes bytes;
-  // Per dataset in rounds over the job's memory: the newest round the peer
-  // holds or loads (members behind it follow, cache::RoundPipeline::follow).
-  // Optional on the wire.
-  std::map<std::string, RoundAt> rounds;
+  // Per dataset in rounds over the job's memory: the rounds the peer holds
+  // or loads, oldest and newest (members behind follow them,
+  // cache::RoundPipeline::follow). Optional on the wire.
+  std::map<std::string, cache::RoundSpan> rounds;
 };
 
 // A welcome, ping or pong as it arrives: its header in the clear, its body

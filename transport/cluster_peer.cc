@@ -103,18 +103,18 @@ void Cluster::on_welcome(const Sealed& sealed) {
 void Cluster::on_pong(const Sealed& sealed) {
   Peer* p = answering_peer(sealed);
   if (!p) return;
-  std::map<std::string, RoundAt> rounds;
+  std::map<std::string, cache::RoundSpan> rounds;
   {
     std::lock_guard lk(p->mu);
     if (!took_pong(*p, sealed, rounds)) return;
   }
   // Not under the peer's lock: the round pipelines take their own.
-  for (const auto& [name, at] : rounds)
+  for (const auto& [name, held] : rounds)
     for (auto& r : rounds_)
-      if (r && r->name() == name) r->follow(at);
+      if (r && r->name() == name) r->follow(held);
 }
 
-bool Cluster::took_pong(Peer& peer, const Sealed& sealed, std::map<std::string, RoundAt>& rounds) {
+bool Cluster::took_pong(Peer& peer, const Sealed& sealed, std::map<std::string, cache::RoundSpan>& rounds) {
   Peer* p = &peer;
   if (!p->answers(sealed.session) || !p->link->welcomed) return false;
   Link& link = *p->link;

@@ -80,7 +80,6 @@ bool Cluster::Rounds::fetch_round(uint32_t member, uint64_t epoch, uint32_t roun
   if (s == link->stripes.end() || s->second.round_slots.size() != 2) return false;
   const uint64_t tag = cache::round_tag(key_, epoch, round);
   const auto start = std::chrono::steady_clock::now();
-  const auto deadline = start + c_.options_.get_timeout;
   // Not there yet: the member loads the round once every rank has read its
   // part of the round before the one it holds (rounds move together), so a
   // reader ahead waits for it, up to kRoundWait, then reads the backend for
@@ -91,7 +90,9 @@ bool Cluster::Rounds::fetch_round(uint32_t member, uint64_t epoch, uint32_t roun
   for (;;) {
     for (int slot : {first, 1 - first}) {
       auto g = link->data_ep->start_get_tagged(s->second.round_slots[slot] + offset, dst.size(), tag);
-      st = link->data_ep->finish_get(g, dst, deadline);
+      // Each get its own bounded wait: the waits for a round to load (up to
+      // kRoundWait, longer than get_timeout) must not read as a stuck peer.
+      st = link->data_ep->finish_get(g, dst, std::chrono::steady_clock::now() + c_.options_.get_timeout);
       if (st.is_ok()) return true;
       if (st.err() != ESTALE) break;
     }

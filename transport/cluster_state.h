@@ -128,9 +128,9 @@ class Cluster::Rounds : public cache::RoundRemote {
   std::vector<uint64_t> slot_addresses() const;
   uint64_t stale() const { return stale_.load(std::memory_order_relaxed); }  // refusals: not that round there
   const std::string& name() const { return name_; }
-  // A peer's newest round (its pong): this node's rounds follow it.
-  void follow(const RoundAt& at) { pipeline_.follow(at.epoch, at.round); }
-  bool newest(RoundAt& at) const { return pipeline_.newest_round(at.epoch, at.round); }
+  // A peer's rounds (its pong): this node's rounds follow them.
+  void follow(const cache::RoundSpan& held) { pipeline_.follow(held); }
+  bool held(cache::RoundSpan& out) const { return pipeline_.held_rounds(out); }
 
  private:
   void ready(int slot, uint64_t epoch, uint32_t round, const std::byte* base, uint64_t bytes);  // under the pipeline's lock

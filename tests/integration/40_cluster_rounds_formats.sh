@@ -8,42 +8,32 @@
 # first-dot), each larger than the memory the three nodes have left for it
 # together (about 6 MB against 3 x 1.5 MiB: R about 0.3).
 #
-# The budget goes to datasets in config order, and a dataset in rounds over
-# the nodes takes two slots of half of what is left: all of it. So only the
-# first dataset that needs rounds gets them, and every later one gets 0 B
-# (served without rounds, from the backend), even with a shuffle_ratio of its
-# own (then dlfsd refuses it). The scenario therefore runs one pass per
-# format, each with the whole config in a rotated order: fit, the format
-# under test, the others. In each pass the three nodes stream their rank's
-# view of two epochs at once (W = 3), as training would, of the format under
-# test and of "fit" (striped over the nodes' memory). Checks: every sample
-# served is the source's, byte for byte, by the method of that format's
-# single-node scenario, and across the ranks of an epoch every sample appears
-# once (padding aside); the dataset's rounds span the 3 nodes
-# (plan.round_nodes), its round memory is what "fit" left of the budget;
-# each node loaded rounds in one sequence, each once, and got bytes of rounds
-# from the others (round_remote_bytes > 0 on every node); together the nodes
-# loaded every round of both epochs, RL is DeepIO's formula's, and they read
-# about the dataset once per epoch from the backend. Printed per dataset: R,
-# RL, rounds per epoch, backend bytes per epoch over all nodes against the
-# dataset's size, bytes from peers.
+# By default one pass: every dataset with a shuffle_ratio of its own, the
+# budget shared by all of them (each takes the round slots its R needs, in
+# config order), all streamed by the three nodes at the same time (W = 3,
+# two epochs, as training would). DLFS_ROUNDS_SHARED=0 runs one pass per
+# format instead, the config in a rotated order (fit, the format under test,
+# the others; no shuffle_ratio: the format under test takes what fit left).
+# Checks: every sample served is the source's, byte for byte, by the method
+# of that format's single-node scenario, and across the ranks of an epoch
+# every sample appears once (padding aside); each dataset's rounds span the
+# 3 nodes (plan.round_nodes); each node loaded its part of every round of
+# both epochs, in one sequence, each once (a node whose readers start over
+# 1 s after the others', as can happen with fifteen readers starting on two
+# cores, finds the first rounds released idle and starts later: noted, a
+# failure with DLFS_ROUNDS_STRICT=1), and got bytes of rounds from the others;
+# RL is DeepIO's formula's, and the nodes read about the dataset once per
+# epoch from the backend. Printed per dataset: R, RL, rounds per epoch,
+# backend bytes per epoch over all nodes against the dataset's size, bytes
+# from peers.
 #
-# A node whose readers start after the others' first heartbeat naming round
-# 1 starts at round 1 and never loads its part of round 0 (the others then
-# wait for it, mark it down at get_timeout and read the backend): noted in
-# the output ("NOTE: ... did not load its part of rounds"), not a failure
-# unless DLFS_ROUNDS_STRICT=1. Knobs (debugging, and the cases that fail
-# today):
+# Knobs (debugging):
 #   DLFS_ROUNDS_ONLY=tfr,lmdb,wds,opp,grp   these datasets only;
-#   DLFS_ROUNDS_STRICT=1   every node must load its part of every round;
-#   DLFS_ROUNDS_LATE=S     the last node's readers start S seconds late
-#                          (0.7: a node skips round 0, every time);
-#   DLFS_ROUNDS_TF_EMPTY=K every Kth TFRecord record empty (such a record's
-#                          12 header bytes are never counted as read: its
-#                          round is released only when idle);
-#   DLFS_ROUNDS_SHARED=1   one pass, every dataset with a shuffle_ratio of its
-#                          own and a budget for all of them, all streamed at
-#                          the same time (the sharing above refuses it).
+#   DLFS_ROUNDS_SHARED=0   one pass per format (above);
+#   DLFS_ROUNDS_STRICT=1   a node that skips rounds fails the test;
+#   DLFS_ROUNDS_LATE=S     the last node's readers start S seconds late (it
+#                          starts at the round the others read: follow);
+#   DLFS_ROUNDS_TF_EMPTY=K every Kth TFRecord record empty.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns_lib.sh"
 require_fuse
@@ -55,7 +45,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 CHECK="$HERE/check_cluster_rounds_formats.py"
 export PYTHONPATH="$HERE/../../python${PYTHONPATH:+:$PYTHONPATH}"
 PORT_BASE=$(free_port_base $N)
-SHARED=${DLFS_ROUNDS_SHARED:-0}
+SHARED=${DLFS_ROUNDS_SHARED:-1}
 LATE=${DLFS_ROUNDS_LATE:-0}
 STRICT=${DLFS_ROUNDS_STRICT:-0}
 

@@ -57,11 +57,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(1, os.path.join(HERE, "..", "..", "python"))
 
 # Backend bytes per epoch, all nodes together, over the dataset's size: rounds
-# over the nodes read it about once (0.94-1.14x here, 39_cluster_rounds allows
-# 1.3x); rounds per node read it 2-4x. When a node did not load its part of
-# some rounds, the other nodes read that part from the backend (1.2-1.45x
-# seen).
-MAX_PER_EPOCH = 1.3
+# over the nodes read it about once; rounds per node read it 2-4x. Here five
+# datasets stream at once on the machine's cores and a rank's share of a
+# round (about 0.5 MB) is below the kernel's 1 MiB read-ahead, so a read
+# spans rounds and some samples go to the backend (1.1-1.5x seen): the bound
+# is looser than 39_cluster_rounds' 1.3x, which measures the claim.
+MAX_PER_EPOCH = 1.8
 MAX_PER_EPOCH_SKIPPED = 2.0
 
 # ---------------------------------------------------------------- TFRecord

@@ -153,10 +153,10 @@ TEST(ClusterMessages, EachKindRoundTrips) {
   EXPECT_EQ(pong2->bytes.remote, 5u);
   EXPECT_TRUE(pong2->rounds.empty()) << "a pong without rounds (optional)";
 
-  pong.rounds = {{"x", RoundAt{7, 3}}};
+  pong.rounds = {{"x", cache::RoundSpan{{7, 2}, {7, 3}}}};
   auto pong3 = open_pong(decoded_as<Sealed>(encode(pong, key)), key);
   ASSERT_TRUE(pong3) << pong3.status().message();
-  EXPECT_EQ(pong3->rounds.at("x"), (RoundAt{7, 3}));
+  EXPECT_EQ(pong3->rounds.at("x"), (cache::RoundSpan{{7, 2}, {7, 3}}));
 }
 
 // The clear parts of each message, as MessagePack maps; what is sealed never

@@ -354,19 +354,16 @@ TEST_F(SpreadRoundPipelineTest, ARoundIsKeptUntilEveryRankReadItsPart) {
 // rounds after it in sequence as the others move on.
 TEST_F(SpreadRoundPipelineTest, AMemberWithoutReadersFollowsTheOthers) {
   ASSERT_GE(order0_->rounds.size(), 4u);
-  pipe_->follow(0, 1);
-  ASSERT_TRUE(wait_load(1, std::chrono::milliseconds(1000))) << "round 1 not loaded on the others' word";
-  EXPECT_FALSE(load_started(0, 0)) << "it starts at the others' round, not at the epoch's first";
-  uint64_t e = 9;
-  uint32_t r = 9;
+  pipe_->follow({{0, 1}, {0, 2}});  // the others read round 1 and load round 2
+  ASSERT_TRUE(wait_load(2, std::chrono::milliseconds(1000))) << "rounds 1 and 2 not loaded on the others' word";
+  EXPECT_FALSE(load_started(0, 0)) << "it starts at the round the others read, not at the epoch's first";
   for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-       std::chrono::steady_clock::now() < end && !pipe_->is_ready(0, 1);)
+       std::chrono::steady_clock::now() < end && !pipe_->is_ready(0, 2);)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  ASSERT_TRUE(pipe_->newest_round(e, r));
-  EXPECT_EQ(e, 0u);
-  EXPECT_EQ(r, 1u);
-  pipe_->follow(0, 3);  // the others moved on: rounds 2 and 3 load, in order
-  ASSERT_TRUE(wait_load(2, std::chrono::milliseconds(1000)));
+  cache::RoundSpan held;
+  ASSERT_TRUE(pipe_->held_rounds(held));
+  EXPECT_EQ(held, (cache::RoundSpan{{0, 1}, {0, 2}}));
+  pipe_->follow({{0, 2}, {0, 3}});  // the others moved on: round 3 loads once round 1 is read
   // Round 1's slot goes once the others read its bytes (here: all at once).
   const cache::RoundEvent* ev1 = event(0, 1);
   ASSERT_NE(ev1, nullptr);
