@@ -37,11 +37,21 @@ Result<std::unique_ptr<Planner>> Planner::create(const std::string& name, const 
       [&](uint64_t i) { return m.sample(i).length + m.sample_check_bytes(i); });
   // What readers read of each chunk (rounds over the nodes are released once
   // it was all read): nothing of an empty sample, whose read ends before its
-  // check (a TFRecord record of no bytes still has a 12-byte header).
+  // check (a TFRecord record of no bytes still has a 12-byte header); of a
+  // group (a WebDataset sample), its members' bytes, not the tar headers
+  // between them.
+  const bool grouped = m.samples_grouped();
   for (size_t c = 0; c < p->shape_.chunk_count(); ++c) {
     uint64_t payload = 0;
-    for (uint64_t i = p->shape_.chunk_first[c]; i < p->shape_.chunk_first[c + 1]; ++i)
-      if (m.sample(i).length > 0) payload += m.sample(i).length + m.sample_check_bytes(i);
+    for (uint64_t i = p->shape_.chunk_first[c]; i < p->shape_.chunk_first[c + 1]; ++i) {
+      if (m.sample(i).length == 0) continue;
+      uint64_t read = m.sample(i).length;
+      if (grouped && m.sample_member_count(i) > 1) {
+        read = 0;
+        for (uint32_t j = 0; j < m.sample_member_count(i); ++j) read += m.sample_member(i, j).length;
+      }
+      payload += read + m.sample_check_bytes(i);
+    }
     p->shape_.chunk_payload[c] = payload;
   }
   const uint64_t total = p->shape_.total_bytes;
