@@ -83,6 +83,9 @@ class DatasetFormat {
   virtual std::vector<std::string_view> options() const { return {}; }
   // Checks of the values of the format's own options; errors name the option.
   virtual Status check_options(const FormatOptions& /*options*/) const { return Status::ok(); }
+  // The format's own defaults where an option was left at the shared one
+  // (tar: group_by first-dot, WebDataset's key rule).
+  virtual void apply_defaults(FormatOptions& /*options*/) const {}
   // Errors name the file and what is wrong with it.
   virtual Result<std::unique_ptr<SampleTable>> samples(const Manifest& tree, const FormatOptions& options) const = 0;
 };
@@ -96,6 +99,8 @@ Result<const DatasetFormat*> find_dataset_format(std::string_view name);
 // default, and the format's own checks pass. Errors name the option:
 // "group_by applies to formats 'files' and 'tar' only, not to 'fixed'".
 Status check_format_options(const FormatOptions& options);
+// The format's defaults (DatasetFormat::apply_defaults), for a dataset's configuration.
+void apply_format_defaults(FormatOptions& options);
 // "" if `format` reads option `key` (or every format does), else why not:
 // "applies to format 'fixed' only, not to 'files'".
 std::string foreign_option(const DatasetFormat& format, std::string_view key);

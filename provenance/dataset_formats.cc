@@ -77,6 +77,10 @@ Status check_format_options(const FormatOptions& options) {
   return format->check_options(options);
 }
 
+void apply_format_defaults(FormatOptions& options) {
+  if (auto format = find_dataset_format(options.format); format.is_ok()) (*format)->apply_defaults(options);
+}
+
 std::vector<std::string> dataset_format_names() {
   std::vector<std::string> names;
   for (const DatasetFormat* f : dataset_formats()) names.emplace_back(f->name());

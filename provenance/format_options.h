@@ -33,7 +33,7 @@ constexpr std::array<std::string_view, 3> enum_names(GroupRule) { return {"none"
   KEY(header_bytes, uint64_t, 0, "--header-bytes", "Bytes to skip at the start of every file", .bytes())          \
   KEY(group_by, GroupRule, GroupRule::none, "--group-by",                                                         \
       "Consecutive files (tar members) with one key are one sample (first-dot: the WebDataset key, n0153/x of "   \
-      "n0153/x.jpg and n0153/x.cls; tar needs one)")                                                              \
+      "n0153/x.jpg and n0153/x.cls; tar: first-dot unless last-dot)")                                                              \
   KEY(lmdb_spot_checks, uint32_t, 32, "", "Random leaf pages compared with the sidecar's locations at open",      \
       .range(0, 1000000))                                                                                         \
   KEY(tfrecord_skip_bad_files, bool, false, "",                                                                   \

@@ -97,6 +97,12 @@ class TarFormat final : public DatasetFormat {
     return "WebDataset tar shards (*.tar): a sample is the members with one key";
   }
   std::vector<std::string_view> options() const override { return {"group_by"}; }
+  // Shards as WebDataset reads them: the members with one key up to the first
+  // dot of the basename are a sample (a member a sample would split every
+  // image from its label).
+  void apply_defaults(FormatOptions& o) const override {
+    if (o.group_by == GroupRule::none) o.group_by = GroupRule::first_dot;
+  }
   Status check_options(const FormatOptions& o) const override {
     // A silent member-a-sample default would split every image from its label.
     if (o.group_by == GroupRule::none)

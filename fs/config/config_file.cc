@@ -164,6 +164,7 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& or
     for (size_t i = 0; i < arr->size(); ++i)
       DLFS_RETURN_IF_ERROR(parse_dataset(*arr->get(i)->as_table(), origin, i, c));
   }
+  for (auto& d : c.datasets) provenance::apply_format_defaults(d.format);
   return c;
 }
 

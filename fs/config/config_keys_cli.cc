@@ -6,6 +6,7 @@
 
 #include "fs/config/config_keys.h"
 #include "fs/config/config_file.h"
+#include "provenance/dataset_format.h"
 
 namespace dlfs::fs {
 namespace {
@@ -137,6 +138,7 @@ Status apply_config_flags(const ConfigFlags& flags, DaemonConfig& config) {
                               " needs --backend: the dataset flags describe one dataset (with --config, set "
                               "them in a [[dataset]] section)");
   DLFS_ASSIGN_OR_RETURN(DatasetConfig d, dataset_from_flags(flags));
+  provenance::apply_format_defaults(d.format);  // e.g. tar: WebDataset's key rule
   config.datasets.push_back(std::move(d));
   return Status::ok();
 }

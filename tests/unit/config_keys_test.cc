@@ -322,6 +322,23 @@ TEST(ConfigKeys, AFormatsOptionsAreRefusedForTheOthers) {
   EXPECT_TRUE(validate_config(c).is_ok()) << validate_config(c).message();
 }
 
+// `--format tar` alone serves shards as WebDataset reads them (its key rule,
+// first-dot); last-dot stays last-dot; other formats keep a file a sample.
+TEST(ConfigKeys, TarGroupsByWebDatasetsKeyUnlessTold) {
+  auto tar = config_from_flags({"--mountpoint", "/mnt", "--backend", "/shards", "--format", "tar"});
+  ASSERT_TRUE(tar.is_ok()) << tar.status().message();
+  EXPECT_EQ(tar->datasets[0].format.group_by, provenance::GroupRule::first_dot);
+  auto last = config_from_flags({"--mountpoint", "/mnt", "--backend", "/shards", "--format", "tar", "--group-by", "last-dot"});
+  ASSERT_TRUE(last.is_ok()) << last.status().message();
+  EXPECT_EQ(last->datasets[0].format.group_by, provenance::GroupRule::last_dot);
+  auto files = config_from_flags({"--mountpoint", "/mnt", "--backend", "/data"});
+  ASSERT_TRUE(files.is_ok()) << files.status().message();
+  EXPECT_EQ(files->datasets[0].format.group_by, provenance::GroupRule::none);
+  auto toml = parse_config("[[dataset]]\nname = \"w\"\nbackend = \"/s\"\nformat = \"tar\"\n", "x");
+  ASSERT_TRUE(toml.is_ok()) << toml.status().message();
+  EXPECT_EQ(toml->datasets[0].format.group_by, provenance::GroupRule::first_dot);
+}
+
 TEST(ConfigKeys, ZeroBackendRequestsMeansNoBound) {
   // README's example sets it; it used to be refused from TOML (1..4096).
   auto c = parse_config("[cache]\nbackend_requests = 0\n", "x");
