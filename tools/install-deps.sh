@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs every Debian package DLFS needs to build, test and benchmark.
-# Idempotent; run as root on Debian 12. Packages come from Debian's archive only.
+# Installs every Debian package DLFS needs to build, test and benchmark, then the project's
+# Python environment (.venv at the top of the tree, or $DLFS_VENV) from tools/requirements.txt:
+# the clients and loaders users run (webdataset, TensorFlow, DALI, Mosaic Streaming, Hugging Face
+# datasets), pinned, from PyPI. Idempotent; run as root on Debian 12.
 set -euo pipefail
 
 packages=(
@@ -16,6 +18,8 @@ packages=(
   python3-crcmod  # an independent CRC32C for the TFRecord scenario
   # the real client: PyTorch reading Fashion-MNIST through the epoch views
   python3-torch python3-numpy dataset-fashion-mnist
+  # torchvision's ImageFolder (tests/clients), and what the venv's pinned packages expect to find
+  python3-torchvision python3-venv
   # Fashion-MNIST as WebDataset shards of PNGs (28_fashion_mnist_wds)
   python3-pil
   # a one-host Slurm for the launcher's scenario (24_real_slurm)
@@ -44,8 +48,7 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps.sh: all ${#packages[@]} packages already installed"
-  exit 0
-fi
+else
 echo "install-deps.sh: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 # Installing openssh-server makes its postinst start and enable the system's sshd (port 22, all
@@ -59,4 +62,7 @@ if [[ " ${missing[*]} " == *" openssh-server "* ]] && [ ! -e /etc/ssh/sshd_confi
 fi
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+"$(dirname "$0")/install-venv.sh"
 echo "install-deps.sh: done"
