@@ -14,7 +14,7 @@ from .view import BinView, TarView
 
 __all__ = ["BinView", "BinViewDataset", "TarFormatError", "TarView", "TarViewDataset", "ViewIndex",
            "ViewBatch", "ViewIndexError", "group_members", "iter_members", "read_file", "resolve_rank", "split_key", "view_path"]
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the project's (meson.build); tests/python/test_package.py holds them equal
 
 
 def __getattr__(name):  # torch is imported only when a torch dataset is asked for
