@@ -80,7 +80,6 @@ struct Cluster::Peer {
   bool answers(uint64_t session) const { return link && link->session == session; }
 };
 
-// The remote path of one dataset, installed in its Fetcher.
 // Reads in flight through a remote path, so that its owner can wait for
 // them once the path is removed (Remote and Rounds both).
 class InFlight {
@@ -101,6 +100,7 @@ class InFlight {
   std::atomic<int> n_{0};
 };
 
+// The remote path of one dataset, installed in its Fetcher.
 class Cluster::Remote : public cache::RemoteFetch {
  public:
   Remote(Cluster& c, std::string name) : c_(c), name_(std::move(name)) {}

@@ -30,13 +30,8 @@ CHUNK=${DLFS_ROUNDS_CHUNK:-64K}
 "$PYTHON" "$GEN_DATASET" files "$WORK/data" --count 600 --size "$FILE_SIZE" --size-jitter 0.5 --dirs 6 --seed 39 >/dev/null
 TOTAL=$(du -sb --apparent-size "$WORK/data" | cut -f1)
 make_token "$WORK/token"
-TAG="r$$"
-CLEANUP_HOOKS+=("netns_down $TAG")
-netns_up "$TAG" $N || fail "could not build the namespaces"
-ADDRS=()
-for i in $(seq 0 $((N - 1))); do ADDRS+=("${NETNS_ADDRS[$i]}:$PORT_BASE"); done
-PEERS=$(IFS=,; echo "${ADDRS[*]}")
-export UCX_TLS=tcp UCX_NET_DEVICES=eth0 UCX_WARN_UNUSED_ENV_VARS=n
+ucx_cluster_up "r$$" $N "$PORT_BASE"
+PEERS=$(IFS=,; echo "${PEER_ADDRS[*]}")
 
 # node I SPAN TAG LOG [FLAGS...]: starts node I's daemon (mountpoint mnt<TAG><I>) in its namespace.
 node() {

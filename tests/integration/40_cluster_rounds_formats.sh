@@ -76,13 +76,9 @@ for d in "${DATASETS[@]}"; do
 done
 
 make_token "$WORK/token"
-TAG="f$$"
-CLEANUP_HOOKS+=("netns_down $TAG")
-netns_up "$TAG" $N || fail "could not build the namespaces"
-PEERS=()
-for i in $(seq 0 $((N - 1))); do PEERS+=("\"${NETNS_ADDRS[$i]}:$PORT_BASE\""); done
-PEERS=$(IFS=,; echo "${PEERS[*]}")
-export UCX_TLS=tcp UCX_NET_DEVICES=eth0 UCX_WARN_UNUSED_ENV_VARS=n
+ucx_cluster_up "f$$" $N "$PORT_BASE"
+PEERS=$(printf '"%s",' "${PEER_ADDRS[@]}")  # TOML strings
+PEERS=${PEERS%,}
 
 # dataset_toml NAME [RATIO]: NAME's [[dataset]] table.
 dataset_toml() {

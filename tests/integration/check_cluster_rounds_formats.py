@@ -45,12 +45,12 @@ import io
 import json
 import os
 import random
-import struct
 import subprocess
 import sys
 import tarfile
 
 from checklib import fail
+from tfrecord_frames import frame, parse
 from check_cluster_rounds import deepio_rl
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -68,56 +68,8 @@ MAX_PER_EPOCH_SKIPPED = 2.0
 # ---------------------------------------------------------------- TFRecord
 
 
-def _crc32c_fun():
-    try:
-        import crcmod.predefined
-        return crcmod.predefined.mkCrcFun("crc-32c")
-    except ImportError:
-        table = []
-        for i in range(256):
-            c = i
-            for _ in range(8):
-                c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-            table.append(c)
-
-        def crc(data):
-            c = 0xFFFFFFFF
-            for b in data:
-                c = table[(c ^ b) & 0xFF] ^ (c >> 8)
-            return c ^ 0xFFFFFFFF
-        return crc
-
-
-crc32c = _crc32c_fun()
-
-
-def masked(data):
-    c = crc32c(data)
-    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def tf_frame(data):
-    length = struct.pack("<Q", len(data))
-    return length + struct.pack("<I", masked(length)) + data + struct.pack("<I", masked(data))
-
-
 def tf_parse(blob, what):
-    """The records of a TFRecord stream, both CRCs of each checked."""
-    out, at = [], 0
-    while at < len(blob):
-        if len(blob) - at < 16:
-            fail(f"{what}: truncated record at byte {at}")
-        (length,) = struct.unpack_from("<Q", blob, at)
-        if struct.unpack_from("<I", blob, at + 8)[0] != masked(blob[at:at + 8]):
-            fail(f"{what}: bad length CRC at byte {at}")
-        if len(blob) < at + 16 + length:
-            fail(f"{what}: record at byte {at} runs past the end")
-        data = blob[at + 12:at + 12 + length]
-        if struct.unpack_from("<I", blob, at + 12 + length)[0] != masked(data):
-            fail(f"{what}: bad data CRC for the record at byte {at}")
-        out.append(data)
-        at += 16 + length
-    return out
+    return parse(blob, what, fail)
 
 
 def tf_source(src):
@@ -144,7 +96,7 @@ def make(kind, d, empty_every=0):
             with open(os.path.join(d, f"train-{f:05d}-of-00003"), "wb") as out:
                 for i in range(351):
                     empty = empty_every and i % empty_every == 5
-                    out.write(tf_frame(b"" if empty else rng.randbytes(rng.randrange(1, 12000))))
+                    out.write(frame(b"" if empty else rng.randbytes(rng.randrange(1, 12000))))
     elif kind == "lmdb":
         subprocess.run([sys.executable, os.path.join(HERE, "lmdb_build.py"), "make", d, "380", "shuffled", "mixed",
                         "50"], check=True)

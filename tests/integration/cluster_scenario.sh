@@ -27,11 +27,8 @@ make_token "$WORK/wrong-token"
 ADDRS=()
 if [ "$MODE" = netns ]; then
   require_netns ucx
-  TAG="c$$"
-  CLEANUP_HOOKS+=("netns_down $TAG")
-  netns_up "$TAG" $N || fail "could not build the namespaces"
-  for i in $(seq 0 $((N - 1))); do ADDRS+=("${NETNS_ADDRS[$i]}:$PORT_BASE"); done
-  export UCX_TLS=tcp UCX_NET_DEVICES=eth0
+  ucx_cluster_up "c$$" $N "$PORT_BASE"
+  ADDRS=("${PEER_ADDRS[@]}")
 else
   for i in $(seq 0 $((N - 1))); do ADDRS+=("127.0.0.1:$((PORT_BASE + i))"); done
   export UCX_TLS=posix,cma,sysv,tcp

@@ -36,7 +36,7 @@
 #     comes up (linkwatch); netns_up waits until every eth0 is operationally up.
 #
 # Functions: require_netns [ucx], netns_up TAG N, netns_down TAG, in_node I CMD...,
-# node_wrap I.
+# node_wrap I, ucx_cluster_up TAG N PORT.
 # After netns_up: NETNS_NAMES[i] (namespace of node i), NETNS_ADDRS[i] (its
 # address, no prefix length), NETNS_HUB, NETNS_TAG (plain shell arrays and
 # variables: bash cannot export arrays to child processes).
@@ -266,4 +266,18 @@ node_wrap() {
     return 1
   fi
   NODE_WRAP=(nsenter --net="$NETNS_DIR/${NETNS_NAMES[$i]}" --)
+}
+
+# ucx_cluster_up TAG N PORT: what a cluster scenario does before starting its daemons. Builds the
+# namespaces (netns_up; netns_down TAG registered in lib.sh's CLEANUP_HOOKS first, and a failure
+# fails the test), sets PEER_ADDRS[i] to node i's "address:PORT" and exports the UCX settings the
+# header explains (tcp over each node's eth0).
+ucx_cluster_up() {
+  local tag=${1:?usage: ucx_cluster_up TAG N PORT} n=${2:?usage: ucx_cluster_up TAG N PORT}
+  local port=${3:?usage: ucx_cluster_up TAG N PORT} i
+  CLEANUP_HOOKS+=("netns_down $tag")
+  netns_up "$tag" "$n" || fail "could not build the namespaces"
+  PEER_ADDRS=()
+  for i in $(seq 0 $((n - 1))); do PEER_ADDRS+=("${NETNS_ADDRS[$i]}:$port"); done
+  export UCX_TLS=tcp UCX_NET_DEVICES=eth0 UCX_WARN_UNUSED_ENV_VARS=n
 }

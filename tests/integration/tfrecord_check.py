@@ -19,40 +19,7 @@ import struct
 import sys
 import tarfile
 
-import crcmod.predefined
-
-crc32c = crcmod.predefined.mkCrcFun("crc-32c")
-
-
-def masked(data):
-    c = crc32c(data)
-    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def frame(data):
-    length = struct.pack("<Q", len(data))
-    return length + struct.pack("<I", masked(length)) + data + struct.pack("<I", masked(data))
-
-
-def parse(blob, what):
-    """The records of a TFRecord stream, checking both CRCs of each."""
-    out, at = [], 0
-    while at < len(blob):
-        if len(blob) - at < 16:
-            sys.exit(f"{what}: truncated record at byte {at}")
-        (length,) = struct.unpack_from("<Q", blob, at)
-        (lcrc,) = struct.unpack_from("<I", blob, at + 8)
-        if lcrc != masked(blob[at:at + 8]):
-            sys.exit(f"{what}: bad length CRC at byte {at}")
-        data = blob[at + 12:at + 12 + length]
-        if len(data) != length or len(blob) < at + 16 + length:
-            sys.exit(f"{what}: record at byte {at} runs past the end")
-        (dcrc,) = struct.unpack_from("<I", blob, at + 12 + length)
-        if dcrc != masked(data):
-            sys.exit(f"{what}: bad data CRC for the record at byte {at}")
-        out.append(data)
-        at += 16 + length
-    return out
+from tfrecord_frames import frame, parse
 
 
 def files_of(src):
