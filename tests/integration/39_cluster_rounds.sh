@@ -3,7 +3,7 @@
 # (UCX over tcp), a dataset about 2.5x their aggregate memory budget. The
 # plan's rounds span the three nodes (R is the aggregate's); each node
 # streams its rank's view of two epochs (W = 3) at the same time, as
-# training would. Checks: every view's bytes are the backend's and every
+# training would, as an unprivileged user (the daemons run as root). Checks: every view's bytes are the backend's and every
 # file is in one rank's view per epoch; every node got chunks of rounds from
 # the others' memory; all nodes together read about the dataset once per
 # epoch from the backend (per-node rounds read it once per node). Then a
@@ -15,6 +15,7 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns_lib.sh"
 require_fuse
 command -v nsenter >/dev/null || skip "nsenter (util-linux) not installed"
+command -v setpriv >/dev/null || skip "setpriv (util-linux) not installed"
 require_netns ucx
 N=3
 EPOCHS=2
@@ -29,6 +30,10 @@ BUDGET=${DLFS_ROUNDS_BUDGET:-1600KiB}
 CHUNK=${DLFS_ROUNDS_CHUNK:-64K}
 "$PYTHON" "$GEN_DATASET" files "$WORK/data" --count 600 --size "$FILE_SIZE" --size-jitter 0.5 --dirs 6 --seed 39 >/dev/null
 TOTAL=$(du -sb --apparent-size "$WORK/data" | cut -f1)
+# Readable by all on the backend, so the views are (docs/deploy.md, "Local users").
+chmod 0755 "$WORK"
+# The trainers' user: no root, no entry in /etc/passwd.
+TRAINER=(setpriv --reuid=60001 --regid=60001 --clear-groups)
 make_token "$WORK/token"
 ucx_cluster_up "r$$" $N "$PORT_BASE"
 PEERS=$(IFS=,; echo "${PEER_ADDRS[*]}")
@@ -67,7 +72,9 @@ stream() {
   local tag=$1 dir=$2 i pids=()
   mkdir -p "$dir"
   for i in $(seq 0 $((N - 1))); do
-    (for e in $(seq 0 $((EPOCHS - 1))); do cat "$WORK/mnt$tag$i/d/epochs/$e/$N/$i.tar" >"$dir/e$e-r$i.tar"; done) &
+    (for e in $(seq 0 $((EPOCHS - 1))); do
+      "${TRAINER[@]}" cat "$WORK/mnt$tag$i/d/epochs/$e/$N/$i.tar" >"$dir/e$e-r$i.tar"
+    done) &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || fail "a node's reader failed"; done
