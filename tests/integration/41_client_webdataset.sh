@@ -19,7 +19,9 @@
 #    shards than workers" (with empty_check=False worker 0 reads it all);
 #    the recipe (recipe_webloader: worker k reads the view of rank
 #    r + k*W of world size W*2) yields exactly rank r's samples of world
-#    size W, in its .index order.
+#    size W, in its .index order;
+#  - wds.WebDataset over the shards' raw/ files: the backend's samples, in
+#    the order webdataset reads them from the backend directory.
 source "$(dirname "$0")/lib.sh"
 require_fuse
 command -v setpriv >/dev/null || skip "setpriv (util-linux) is not installed"

@@ -21,6 +21,8 @@
       workers), or, with empty_check=False, one worker reads it all; the
       recipe (recipe_webloader: per worker the view of world size W x
       workers) yields exactly the rank's samples in its .index order.
+      Shards also: wds.WebDataset over the original shards in raw/ yields
+      the backend's samples in shard order.
 """
 import argparse
 import codecs
@@ -281,6 +283,25 @@ def check_epochs(wds, ds_dir, want, spec):
           "as the backend's, in the .index order")
 
 
+def check_raw_shards(wds, ds_dir, backend, want):
+    """The original shards through raw/, as a WebDataset shard list: the backend's samples in
+    shard order (what webdataset reads from the backend directory itself)."""
+    shards = sorted(n for n in os.listdir(backend) if n.endswith(".tar"))
+    urls = [f"{ds_dir}/raw/{n}" for n in shards]
+    got = no_wds_warnings("raw shards", lambda: wds.WebDataset(urls, shardshuffle=False, nodesplitter=None))
+    ref = wds.WebDataset([os.path.join(backend, n) for n in shards], shardshuffle=False, nodesplitter=None)
+    keys = []
+    for sample, ref_sample in zip(got, ref):
+        key = sample["__key__"]
+        if key != ref_sample["__key__"]:
+            fail(f"raw shards: {key!r} where the backend's shards have {ref_sample['__key__']!r}")
+        check_members("raw shards", key, {k: v for k, v in sample.items() if k not in META}, want)
+        keys.append(key)
+    if sorted(keys) != sorted(want):
+        fail(f"raw shards: {len(keys)} samples, {len(set(keys))} distinct, for {len(want)} backend keys")
+    print(f"  raw/: wds.WebDataset over the {len(urls)} original shards: the backend's {len(keys)} samples in shard order")
+
+
 def tag_worker(sample):
     import torch.utils.data
     sample["__worker__"] = torch.utils.data.get_worker_info().id
@@ -309,6 +330,10 @@ def check_one_shard_two_workers(wds, ds_dir, want):
     except ValueError as e:
         if "fewer shards than workers" not in str(e):
             raise
+        # Frees the loader now: torch 1.13 re-raises the worker's error from a frame that
+        # keeps it, a cycle through the loader's iterator; collected by gc, that iterator
+        # waits 5 s for each worker before it kills them.
+        e.__traceback__ = None
     collect_loaders()
     ds = wds.WebDataset(tar_path, shardshuffle=False, nodesplitter=None, empty_check=False).map(tag_worker)
     got = [(s["__key__"], s["__worker__"]) for s in wds.WebLoader(ds, batch_size=None, num_workers=WORKERS)]
@@ -347,6 +372,8 @@ def check(a):
     if not any("png" in m for m in want.values()) or not any("jpg" in m for m in want.values()):
         fail("the backend lacks JPEG or PNG samples")
     print(f"{a.kind}: {len(want)} samples on the backend, read as uid {os.getuid()} with webdataset {wds.__version__}")
+    if a.kind == "shards":
+        check_raw_shards(wds, a.ds, a.backend, want)
     check_epochs(wds, a.ds, want, "pil" if a.kind == "files" else "rgb8")
     check_one_shard_two_workers(wds, a.ds, want)
     check_recipe_webloader(a.ds, want)
