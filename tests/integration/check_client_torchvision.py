@@ -35,7 +35,7 @@ def recipe_imagefolder(root, seed=0):
     from torchvision import datasets, transforms
     tf = transforms.Compose([transforms.Resize((32, 32)), transforms.ToTensor()])
     ds = datasets.ImageFolder(root, transform=tf)
-    loader = torch.utils.data.DataLoader(ds, batch_size=16, shuffle=True, num_workers=WORKERS,
+    loader = torch.utils.data.DataLoader(ds, batch_size=16, shuffle=True, num_workers=2,
                                          generator=torch.Generator().manual_seed(seed))
     return ds, loader
 
