@@ -12,7 +12,8 @@ namespace dlfs::fs {
   X(index)                   \
   X(tar)                     \
   X(bin)                     \
-  X(tfrecord)
+  X(tfrecord)                \
+  X(tfrecord_idx)
 
 #define DLFS_DECLARE_VIEW(name) const ViewFormat& name##_view();
 DLFS_VIEW_FORMATS(DLFS_DECLARE_VIEW)
@@ -22,7 +23,7 @@ const std::vector<const ViewFormat*>& view_formats() {
 #define DLFS_LIST_VIEW(name) &name##_view(),
   static const std::vector<const ViewFormat*> all = {DLFS_VIEW_FORMATS(DLFS_LIST_VIEW)};
 #undef DLFS_LIST_VIEW
-  static_assert(kMaxViewFormats >= 5);
+  static_assert(kMaxViewFormats >= 6);
   return all;
 }
 

@@ -8,8 +8,8 @@
 #      records by those .idx files, and raw/ shows them as they are):
 #      fn.readers.tfrecord over raw/ with them yields every record with the
 #      features it was written with, in order, as over the backend; over
-#      each rank's .tfrecord view with a DALI index made from the view's
-#      .index (the same index DALI's tfrecord2idx makes through the mount,
+#      each rank's .tfrecord view with the DALI index dlfsd serves beside it,
+#      <r>.tfrecord.idx (the same index DALI's tfrecord2idx makes through the mount,
 #      and dlfs-ctl makes of a copy of the view) it yields the .index's
 #      records in order; by mmap (DALI's default), read() and O_DIRECT;
 #  (b) WebDataset shards (--format tar: WebDataset's first-dot keys, as

@@ -14,8 +14,8 @@ directory: for 45_client_dali.sh.
       (a) fn.readers.tfrecord over raw/'s TFRecord files with the .idx files
       beside them (raw/ shows them as the backend has them): each record's
       features as written, in order, as over the backend; over each rank's
-      .tfrecord view of epoch 0 (W 2) with a DALI index made from the
-      view's .index (equal to tfrecord2idx's and dlfs-ctl's of the view,
+      .tfrecord view of epoch 0 (W 2) with the DALI index served beside it,
+      <r>.tfrecord.idx (equal to tfrecord2idx's and dlfs-ctl's of the view,
       which the scenario leaves in DIR): the .index's records, in order;
       both also read by read() and with O_DIRECT instead of mmap;
       random_shuffle: every record once.
@@ -74,20 +74,6 @@ def recipe_dali_tfrecord(paths, index_paths, shuffle=False):
     r = fn.readers.tfrecord(path=paths, index_path=index_paths, features=TFRECORD_FEATURES,
                             random_shuffle=shuffle, pad_last_batch=True, name="reader")
     return r["id"], r["label"], r["image"], r["embedding"], r["tags"]
-
-
-def recipe_view_index_to_dali(view_index, dali_index):
-    """A DALI index (tfrecord2idx's "<offset> <size>" lines) for a .tfrecord
-    view from its .index, without reading the view: record k is 16 bytes of
-    framing around the length the .index gives."""
-    offset = 0
-    with open(view_index) as src, open(dali_index, "w") as out:
-        for line in src:
-            if line.startswith("#"):
-                continue
-            length = int(line.split("\t")[3])
-            out.write(f"{offset} {length + 16}\n")
-            offset += length + 16
 
 
 @pipeline_def(batch_size=BATCH, num_threads=2, device_id=None)
@@ -248,13 +234,12 @@ def part_tfrecord(mnt, out, ds, backend, seed):
     seen = []
     for rank in range(W):
         base = os.path.join(mnt, ds, "epochs", "0", str(W), str(rank))
-        idx = os.path.join(out, f"from-index-0-{W}-{rank}.idx")
-        recipe_view_index_to_dali(base + ".index", idx)
+        idx = base + ".tfrecord.idx"  # served beside the view
         mine = open(idx).read()
         for tool, path in (("tfrecord2idx", f"tfrecord2idx-0-{W}-{rank}.idx"),
                            ("dlfs-ctl tfrecord index", f"copies/0-{W}-{rank}.tfrecord.idx")):
             if open(os.path.join(out, path)).read() != mine:
-                fail(f"(a) rank {rank}: {tool}'s index of the view differs from the one made from its .index")
+                fail(f"(a) rank {rank}: {tool}'s index of the view differs from the served {rank}.tfrecord.idx")
         index = ViewIndex(base + ".index")
         samples = run_epoch(recipe_dali_tfrecord([base + ".tfrecord"], [idx], seed=45))
         if [int(s[0]) for s in samples] != index.ids:
@@ -267,8 +252,8 @@ def part_tfrecord(mnt, out, ds, backend, seed):
         seen += index.ids
     if sorted(seen) != list(range(total)):
         fail(f"(a) epoch 0: the views yield {len(seen)} records, not each of the {total} once")
-    print(f"(a) fn.readers.tfrecord over the {W} .tfrecord views of epoch 0 with an index made from each "
-          "view's .index (= tfrecord2idx's = dlfs-ctl's on a copy): the .index's records in order, each once; "
+    print(f"(a) fn.readers.tfrecord over the {W} .tfrecord views of epoch 0 with their served .tfrecord.idx "
+          "(= tfrecord2idx's = dlfs-ctl's on a copy): the .index's records in order, each once; "
           "mmap, read() and O_DIRECT alike")
 
 

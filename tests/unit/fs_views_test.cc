@@ -71,7 +71,7 @@ class FsViewsTest : public ViewsFixture, public ::testing::WithParamInterface<Ki
 // This file is the fast check of every view format: a format registered
 // without a test here fails.
 TEST_P(FsViewsTest, EveryRegisteredFormatIsCoveredAndListedPerRank) {
-  const std::set<std::string> tested = {"", ".index", ".tar", ".bin", ".tfrecord"};
+  const std::set<std::string> tested = {"", ".index", ".tar", ".bin", ".tfrecord", ".tfrecord.idx"};
   open_plan();
   std::vector<std::string> per_rank;
   for (const ViewFormat* f : view_formats()) {
@@ -82,6 +82,7 @@ TEST_P(FsViewsTest, EveryRegisteredFormatIsCoveredAndListedPerRank) {
   EXPECT_EQ(std::count(per_rank.begin(), per_rank.end(), ".bin"), g_.record_size ? 1 : 0);
   // .tfrecord exactly for tfrecord datasets.
   EXPECT_EQ(std::count(per_rank.begin(), per_rank.end(), ".tfrecord"), GetParam() == Kind::tfrecord ? 1 : 0);
+  EXPECT_EQ(std::count(per_rank.begin(), per_rank.end(), ".tfrecord.idx"), GetParam() == Kind::tfrecord ? 1 : 0);
   auto w = resolve("ds/epochs/3/2");
   ASSERT_TRUE(w.is_ok()) << w.status().message();
   std::vector<std::string> want;
@@ -208,6 +209,40 @@ TEST_P(FsViewsTest, TfrecordViewIsTheRanksRecordsAsValidTfrecord) {
         // A read from inside one record's header into the next's data.
         EXPECT_EQ(read_range(*f, 5, 40), whole.substr(5, 40));
       }
+    }
+  }
+}
+
+// .tfrecord.idx (tfrecord datasets only): DALI's index of the .tfrecord view,
+// "<offset> <size>" per record; each line lands on that record's framing.
+TEST_P(FsViewsTest, TfrecordIdxLocatesEveryRecordOfItsView) {
+  open_plan();
+  if (GetParam() != Kind::tfrecord) {
+    EXPECT_EQ(resolve(view_path(1, 1, 0, ".tfrecord.idx")).status().err(), ENOENT);
+    return;
+  }
+  for (uint32_t w : {1u, 3u}) {
+    for (uint32_t r = 0; r < w; ++r) {
+      auto view = open_view(view_path(1, w, r, ".tfrecord"));
+      auto idx = open_view(view_path(1, w, r, ".tfrecord.idx"));
+      ASSERT_TRUE(view && idx);
+      const std::string records = read_all(*view, 4096), text = read_all(*idx, 13);
+      EXPECT_EQ(resolve(view_path(1, w, r, ".tfrecord.idx"))->size, text.size());
+      const auto want = planned(kSeed, 1, n(), w, r);
+      std::istringstream lines(text);
+      uint64_t offset = 0, size = 0, next = 0;
+      size_t k = 0;
+      for (; lines >> offset >> size; ++k) {
+        ASSERT_LT(k, want.size()) << "more index lines than records";
+        EXPECT_EQ(offset, next) << "record " << k;
+        const std::string& data = g_.samples[want[k]].bytes;
+        EXPECT_EQ(size, 16 + data.size()) << "record " << k;
+        ASSERT_LE(offset + size, records.size());
+        EXPECT_EQ(dlfs::test::ref_parse(records.substr(offset, size)), std::vector<std::string>{data});
+        next = offset + size;
+      }
+      EXPECT_EQ(k, want.size()) << "W " << w << " rank " << r;
+      EXPECT_EQ(next, records.size());
     }
   }
 }
