@@ -10,12 +10,15 @@ they already build (and write as JSON), one function per figure:
                          epoch for each configuration, and the final one against RL
   nodes_vs_throughput    cluster_bench.py's results["aggregate"]: aggregate
                          epoch-view MB/s against the number of nodes
+  loaders_vs_peers       loaders_bench.py's results: samples/s per loader,
+                         epochs 1 and 2, per sample size and backend, with
+                         each order's distance from a uniform shuffle
 
 matplotlib (Debian's python3-matplotlib, Agg backend: no display) is optional:
 without it `save` prints one line saying so and the scripts' tables stand alone.
 
 Re-plot a saved results file without re-running the benchmark:
-  plots.py {throughput_vs_ceiling|round_timeline|accuracy_vs_rl|nodes_vs_throughput}
+  plots.py {throughput_vs_ceiling|round_timeline|accuracy_vs_rl|nodes_vs_throughput|loaders_vs_peers}
            RESULTS.json [--plots DIR] [--note TEXT]
 """
 import argparse
@@ -152,12 +155,53 @@ def nodes_vs_throughput(aggregate, path, note=""):
     return _finish(plt, fig, path)
 
 
+def loaders_vs_peers(results, path, note=""):
+    """One panel per (sample size, backend): median samples/s of every loader,
+    epoch 1 (cold) and epoch 2 side by side on a log scale, DLFS's variants
+    in blue; over each pair the epoch-1 ratio to the fastest peer, under each
+    name the epoch-1 order's max |z| against a uniform permutation
+    (shuffle_quality.py: below 4 is indistinguishable from uniform)."""
+    plt, _ = pyplot()
+    cfg, summary = results["config"], results["summary"]
+    sizes = [k for k in cfg["sizes"] if k in summary]
+    backends = [b for b in cfg["backends"] if any(b in summary[k] for k in sizes)]
+    fig, axes = plt.subplots(len(sizes), len(backends), figsize=(5.2 * len(backends) + 0.8, 3.9 * len(sizes)),
+                             squeeze=False)
+    for row, k in enumerate(sizes):
+        for col, b in enumerate(backends):
+            ax = axes[row][col]
+            cells = summary[k].get(b, {})
+            names = [v for v in cfg["variants"] if v in cells]
+            for i, v in enumerate(names):
+                dlfs = v.startswith("dlfs")
+                for e, dx, alpha in ((1, -0.2, 1.0), (2, 0.2, 0.45)):
+                    c = cells[v][f"epoch{e}"]
+                    bar = ax.bar(i + dx, c["samples_s"], 0.4, color="tab:blue" if dlfs else "tab:gray", alpha=alpha,
+                                 label=(f"epoch {e}" + (" (cold)" if e == 1 else "")) if i == 0 else None)
+                    if e == 1 and c["ratio_fastest_peer"] is not None:
+                        ax.annotate(f"{c['ratio_fastest_peer']:.2f}x", (i, bar[0].get_height()), ha="center",
+                                    va="bottom", fontsize=7)
+            ax.set_yscale("log")
+            ax.set_xticks(range(len(names)))
+            ax.set_xticklabels([f"{v}\nz {cells[v]['epoch1']['shuffle']['max_z']:.0f}" for v in names],
+                               rotation=60, ha="right", fontsize=7)
+            ax.set_ylabel("samples/s, median", fontsize=8)
+            ax.set_title(f"{cfg['sizes'][k]['label']} samples, {b}", fontsize=9)
+            if row == 0 and col == 0:
+                ax.legend(fontsize=7)
+    fig.suptitle(f"Loaders over the same samples: {cfg['workers']} workers, batch {cfg['batch']} "
+                 f"(over bars: epoch 1 / fastest peer; z: epoch-1 order's max |z| vs uniform)\n"
+                 f"{note or machine()}", fontsize=9)
+    return _finish(plt, fig, path)
+
+
 def default_dir(json_path, workdir):
     """Where a script puts its figures without --plots: next to its JSON, else its workdir."""
     return os.path.dirname(os.path.abspath(json_path)) if json_path else workdir
 
 
-FIGURES = {f.__name__: f for f in (throughput_vs_ceiling, round_timeline, accuracy_vs_rl, nodes_vs_throughput)}
+FIGURES = {f.__name__: f for f in (throughput_vs_ceiling, round_timeline, accuracy_vs_rl, nodes_vs_throughput,
+                                    loaders_vs_peers)}
 
 
 def save(figure, data, plots_dir, note=""):
@@ -175,7 +219,8 @@ def save(figure, data, plots_dir, note=""):
 
 # Where each figure's data sits in the JSON its script writes.
 JSON_PART = {"throughput_vs_ceiling": lambda j: j, "round_timeline": lambda j: j["rounds"],
-             "accuracy_vs_rl": lambda j: j, "nodes_vs_throughput": lambda j: j["aggregate"]}
+             "accuracy_vs_rl": lambda j: j, "nodes_vs_throughput": lambda j: j["aggregate"],
+             "loaders_vs_peers": lambda j: j}
 
 
 def main():

@@ -116,3 +116,79 @@ class DeviceWatch:
                 free.append(start[2] * 4096 / (1 << 30))
                 start = (t, kib, pages)
         return rates, free
+
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def meminfo(*keys):
+    """The named lines of /proc/meminfo in bytes (Cached, Shmem, MemAvailable, ...)."""
+    got = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            k, rest = line.split(":", 1)
+            if k in keys:
+                got[k] = int(rest.split()[0]) * 1024
+    return got
+
+
+def rss_bytes(pid):
+    """A process's resident set in bytes (/proc/<pid>/statm), 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def descendants(root):
+    """`root` and every process below it (parents from /proc/<pid>/stat)."""
+    parent = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parent[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    tree, grew = {root}, True
+    while grew:
+        more = {p for p, pp in parent.items() if pp in tree and p not in tree}
+        tree |= more
+        grew = bool(more)
+    return tree
+
+
+class PeakMemory:
+    """Samples, every `interval` s until stop(), the summed resident set of a
+    process tree (a loader and its workers), the resident set of other
+    processes (a dlfsd) and the page cache (Cached in /proc/meminfo): their
+    peaks, and Cached at start and stop."""
+
+    def __init__(self, tree_root, others=(), interval=0.2):
+        self.root, self.others, self.interval = tree_root, list(others), interval
+        self.tree_peak = self.others_peak = 0
+        self.cached_start = meminfo("Cached")["Cached"]
+        self.cached_peak = self.cached_start
+        self.cached_end = None
+        self.stop_ev = threading.Event()
+        self.th = threading.Thread(target=self._run, daemon=True)
+        self.th.start()
+
+    def _sample(self):
+        self.tree_peak = max(self.tree_peak, sum(rss_bytes(p) for p in descendants(self.root)))
+        self.others_peak = max(self.others_peak, sum(rss_bytes(p) for p in self.others))
+        self.cached_peak = max(self.cached_peak, meminfo("Cached")["Cached"])
+
+    def _run(self):
+        while True:
+            self._sample()
+            if self.stop_ev.wait(self.interval):
+                return
+
+    def stop(self):
+        self.stop_ev.set()
+        self.th.join()
+        self._sample()
+        self.cached_end = meminfo("Cached")["Cached"]
+        return self
