@@ -185,7 +185,6 @@ class DaemonSlot:
     def __init__(self, a, daemons):
         self.a, self.daemons = a, daemons
         self.key = self.mnt = self.proc = None
-        self.next_epoch = 0
         self.load_s = None
 
     def get(self, backend, root, size):
@@ -201,13 +200,16 @@ class DaemonSlot:
                                            timeout=3600)
             self.load_s = time.time() - t0
             log(f"dlfsd over {backend} {size.rel} loaded in {self.load_s:.1f} s")
-            self.key, self.mnt, self.next_epoch = key, mnt, 0
+            self.key, self.mnt = key, mnt
         return self.mnt
 
-    def epochs(self):
-        """Two view epochs this dlfsd has never served."""
-        self.next_epoch += 2
-        return [self.next_epoch - 2, self.next_epoch - 1]
+    @staticmethod
+    def epochs(rep, variant):
+        """Two view epochs of their own for each (repetition, variant): never
+        served before by this dlfsd (a new one serves each repetition), and
+        each repetition measures other orders."""
+        base = 2 * (rep * len(ON_DLFS) + ON_DLFS.index(variant))
+        return [base, base + 1]
 
     def stop(self):
         self.daemons.stop_all()
@@ -252,12 +254,12 @@ class Child:
         self.log.close()
 
 
-def spec_for(a, slot, backend, root, size, variant, out_dir):
+def spec_for(a, slot, backend, root, size, variant, rep, out_dir):
     s = {"variant": variant, "batch": a.batch, "workers": a.workers, "names_file": size.names_file,
          "files_root": os.path.join(root, size.rel), "out_dir": out_dir}
     if variant in ON_DLFS:
         s["ds_dir"] = os.path.join(slot.get(backend, root, size), "ds")
-        s["view_epochs"] = slot.epochs()
+        s["view_epochs"] = slot.epochs(rep, variant)
     fmt = FORMAT.get(variant)
     if fmt == "mds":
         s["mds_dir"] = os.path.join(root, size.fmt_rel("mds"))
@@ -281,7 +283,7 @@ def measure(a, slot, backend, root, size, variant, rep):
     """Two epochs of one variant in a child process: one record per epoch."""
     out_dir = os.path.join(a.workdir, "runs", f"{size.key}-{backend}-{variant}-r{rep}")
     os.makedirs(out_dir, exist_ok=True)
-    spec = spec_for(a, slot, backend, root, size, variant, out_dir)
+    spec = spec_for(a, slot, backend, root, size, variant, rep, out_dir)
     with open(os.path.join(out_dir, "spec.json"), "w") as f:
         json.dump(spec, f)
     python = a.ffcv_python if variant == "ffcv" else a.python

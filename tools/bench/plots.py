@@ -189,8 +189,8 @@ def loaders_vs_peers(results, path, note=""):
             ax.set_title(f"{cfg['sizes'][k]['label']} samples, {b}", fontsize=9)
             if row == 0 and col == 0:
                 ax.legend(fontsize=7)
-    fig.suptitle(f"Loaders over the same samples: {cfg['workers']} workers, batch {cfg['batch']} "
-                 f"(over bars: epoch 1 / fastest peer; z: epoch-1 order's max |z| vs uniform)\n"
+    fig.suptitle(f"Loaders over the same samples: {cfg['workers']} workers, batch {cfg['batch']}\n"
+                 f"over the bars: epoch 1 / fastest peer; z: epoch 1's max |z| against a uniform shuffle\n"
                  f"{note or machine()}", fontsize=9)
     return _finish(plt, fig, path)
 
