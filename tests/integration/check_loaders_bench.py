@@ -19,8 +19,9 @@ import os
 
 from checklib import fail
 
-DLFS = ("dlfs-views", "dlfs-views-wds", "dlfs-raw")
-MUST_RUN = ("dlfs-views", "dlfs-views-wds", "dlfs-raw", "files", "mosaic", "wds-1k", "wds-10k", "dali-file",
+DLFS = ("dlfs-views", "dlfs-views-b", "dlfs-views-wds", "dlfs-raw")
+VIEWS = ("dlfs-views", "dlfs-views-b", "dlfs-views-wds")
+MUST_RUN = ("dlfs-views", "dlfs-views-b", "dlfs-views-wds", "dlfs-raw", "files", "mosaic", "wds-1k", "wds-10k", "dali-file",
             "dali-tfrecord")
 UNIFORM_MAX_Z = 6.0  # a uniform shuffle stays below ~3.5 (shuffle_quality.py); 6 leaves no room for flakes
 
@@ -28,7 +29,7 @@ UNIFORM_MAX_Z = 6.0  # a uniform shuffle stays below ~3.5 (shuffle_quality.py); 
 def check_run(r, size, workers, bad):
     where = f"{r['size']}/{r['backend']}/{r['variant']}/epoch {r['epoch']} rep {r['rep']}"
     n = size["count"]
-    want = workers * math.ceil(n / workers) if r["variant"] in ("dlfs-views", "dlfs-views-wds") else n
+    want = workers * math.ceil(n / workers) if r["variant"] in VIEWS else n
     q = r["shuffle"]
     if r["samples"] != want or q["delivered"] != want:
         bad.append(f"{where}: {r['samples']} samples, {q['delivered']} ids delivered, want {want}")
@@ -81,7 +82,7 @@ def main():
                     cells += 1
                     if not (c["ratio_fastest_peer"] and c["ratio_fastest_peer"] > 0):
                         bad.append(f"{size_key}/{b}/{v}/epoch {e}: ratio to the fastest peer {c['ratio_fastest_peer']}")
-                    if v == "dlfs-views":
+                    if v in ("dlfs-views", "dlfs-views-b"):
                         g = c.get("goal") or {}
                         if not all(isinstance(g.get(k), bool) for k in ("speed_ok", "shuffle_ok")):
                             bad.append(f"{size_key}/{b}/{v}/epoch {e}: goals not evaluated: {g}")

@@ -98,18 +98,20 @@ from benchlib.teardown import Teardown, stop_process
 
 PROG = "loaders_bench.py"
 PEER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loaders_peer.py")
-VARIANTS = ("dlfs-views", "dlfs-views-wds", "dlfs-raw", "files", "mosaic", "wds-1k", "wds-10k", "dali-file",
+VARIANTS = ("dlfs-views", "dlfs-views-b", "dlfs-views-wds", "dlfs-raw", "files", "mosaic", "wds-1k", "wds-10k", "dali-file",
             "dali-tfrecord", "ffcv")
-ON_DLFS = ("dlfs-views", "dlfs-views-wds", "dlfs-raw")
+ON_DLFS = ("dlfs-views", "dlfs-views-b", "dlfs-views-wds", "dlfs-raw")
+VIEWS = ("dlfs-views", "dlfs-views-b", "dlfs-views-wds")
 PEERS = tuple(v for v in VARIANTS if v not in ON_DLFS)
 FORMAT = {"mosaic": "mds", "wds-1k": "tar", "wds-10k": "tar", "dali-file": "filelist", "dali-tfrecord": "tfrecord",
           "ffcv": "ffcv"}
-MODULES = {"files": "torch", "dlfs-raw": "torch", "dlfs-views": "torch", "dlfs-views-wds": "webdataset",
+MODULES = {"files": "torch", "dlfs-raw": "torch", "dlfs-views": "torch", "dlfs-views-b": "torch",
+           "dlfs-views-wds": "webdataset",
            "mosaic": "streaming", "wds-1k": "webdataset", "wds-10k": "webdataset", "dali-file": "nvidia.dali",
            "dali-tfrecord": "nvidia.dali", "ffcv": "ffcv"}
 BUFFER = {"wds-1k": 1000, "wds-10k": 10000}
 BACKENDS = ("local",) + SHARED
-GOAL_VARIANT = "dlfs-views"
+GOAL_VARIANTS = ("dlfs-views", "dlfs-views-b")
 Z_UNIFORM = 4.0  # max |z| below which an order is indistinguishable from uniform here
 
 
@@ -276,7 +278,7 @@ def spec_for(a, slot, backend, root, size, variant, rep, out_dir):
 
 def expected_count(a, size, variant):
     # a view's ranks pad to ceil(N/W) each (remainder = pad, dlfsd's default)
-    return a.workers * math.ceil(size.count / a.workers) if variant in ("dlfs-views", "dlfs-views-wds") else size.count
+    return a.workers * math.ceil(size.count / a.workers) if variant in VIEWS else size.count
 
 
 def measure(a, slot, backend, root, size, variant, rep):
@@ -335,49 +337,63 @@ def med(xs):
     return statistics.median(xs) if xs else None
 
 
+def fastest_peers(cell_runs, uniform_only):
+    """{rep: (samples/s, variant)} of the fastest peer in each repetition, of
+    those whose order was uniform (max |z| < Z_UNIFORM) if `uniform_only`."""
+    fastest = {}
+    for r in cell_runs:
+        if r["variant"] not in PEERS or (uniform_only and r["shuffle"]["max_z"] >= Z_UNIFORM):
+            continue
+        if r["samples_s"] > fastest.get(r["rep"], (0, None))[0]:
+            fastest[r["rep"]] = (r["samples_s"], r["variant"])
+    return fastest
+
+
+def ratio_to(reps, fastest):
+    """(median of per-repetition ratios, the peer most often fastest) against `fastest`."""
+    ratios = [r["samples_s"] / fastest[r["rep"]][0] for r in reps if r["rep"] in fastest]
+    who = [fastest[r["rep"]][1] for r in reps if r["rep"] in fastest]
+    return med(ratios), (max(set(who), key=who.count) if who else None)
+
+
 def summarize(a, sizes, runs):
-    """Medians per (size, backend, variant, epoch), ratios to the fastest peer per repetition first."""
+    """Medians per (size, backend, variant, epoch); ratios to the fastest peer
+    (and to the fastest peer with a uniform order) per repetition first."""
     summary = {}
     for s in sizes:
         for b in a.backends:
             for e in (1, 2):
                 cell_runs = [r for r in runs if (r["size"], r["backend"], r["epoch"]) == (s.key, b, e)]
-                fastest = {}  # rep -> (samples/s, variant) of the fastest peer
-                for r in cell_runs:
-                    if r["variant"] in PEERS and r["samples_s"] > fastest.get(r["rep"], (0, None))[0]:
-                        fastest[r["rep"]] = (r["samples_s"], r["variant"])
+                fastest, fastest_uniform = fastest_peers(cell_runs, False), fastest_peers(cell_runs, True)
                 for v in a.variants:
                     reps = [r for r in cell_runs if r["variant"] == v]
                     if not reps:
                         continue
-                    ratios = [r["samples_s"] / fastest[r["rep"]][0] for r in reps if r["rep"] in fastest]
-                    peers_by = [fastest[r["rep"]][1] for r in reps if r["rep"] in fastest]
-                    c = {"samples_s": med(r["samples_s"] for r in reps),
-                         "ratio_fastest_peer": med(ratios),
-                         "fastest_peer": max(set(peers_by), key=peers_by.count) if peers_by else None,
-                         "ttfb_s": med(r["ttfb_s"] for r in reps),
-                         "loader_rss_peak": med(r["loader_rss_peak"] for r in reps),
-                         "dlfsd_rss_peak": med(r["dlfsd_rss_peak"] for r in reps),
-                         "cache_growth": med(r["cache_growth"] for r in reps),
-                         "dlfsd_load_s": med(r["dlfsd_load_s"] for r in reps),
-                         "shuffle": {k: med(r["shuffle"][k] for r in reps) for k in SHUFFLE_KEYS},
-                         "duplicates": max(r["shuffle"]["duplicates"] for r in reps),
-                         "missing": max(r["shuffle"]["missing"] for r in reps)}
+                    c = {"samples_s": med(r["samples_s"] for r in reps)}
+                    c["ratio_fastest_peer"], c["fastest_peer"] = ratio_to(reps, fastest)
+                    c["ratio_fastest_uniform_peer"], c["fastest_uniform_peer"] = ratio_to(reps, fastest_uniform)
+                    c.update({"ttfb_s": med(r["ttfb_s"] for r in reps),
+                              "loader_rss_peak": med(r["loader_rss_peak"] for r in reps),
+                              "dlfsd_rss_peak": med(r["dlfsd_rss_peak"] for r in reps),
+                              "cache_growth": med(r["cache_growth"] for r in reps),
+                              "dlfsd_load_s": med(r["dlfsd_load_s"] for r in reps),
+                              "shuffle": {k: med(r["shuffle"][k] for r in reps) for k in SHUFFLE_KEYS},
+                              "duplicates": max(r["shuffle"]["duplicates"] for r in reps),
+                              "missing": max(r["shuffle"]["missing"] for r in reps)})
                     summary.setdefault(s.key, {}).setdefault(b, {}).setdefault(v, {})[f"epoch{e}"] = c
     for s in sizes:
         for b in a.backends:
             cells = summary.get(s.key, {}).get(b, {})
-            if GOAL_VARIANT not in cells:
-                continue
-            for e in (1, 2):
-                c = cells[GOAL_VARIANT][f"epoch{e}"]
-                peer_z = [cells[v][f"epoch{e}"]["shuffle"]["max_z"] for v in cells if v in PEERS]
-                best = min(peer_z) if peer_z else None
-                c["goal"] = {"min_ratio": speed_goal(s.key, b),
-                             "speed_ok": c["ratio_fastest_peer"] is not None
-                             and c["ratio_fastest_peer"] >= speed_goal(s.key, b),
-                             "best_peer_max_z": best,
-                             "shuffle_ok": best is not None and c["shuffle"]["max_z"] <= max(best, Z_UNIFORM)}
+            for v in [v for v in GOAL_VARIANTS if v in cells]:
+                for e in (1, 2):
+                    c = cells[v][f"epoch{e}"]
+                    peer_z = [cells[p][f"epoch{e}"]["shuffle"]["max_z"] for p in cells if p in PEERS]
+                    best = min(peer_z) if peer_z else None
+                    c["goal"] = {"min_ratio": speed_goal(s.key, b),
+                                 "speed_ok": c["ratio_fastest_peer"] is not None
+                                 and c["ratio_fastest_peer"] >= speed_goal(s.key, b),
+                                 "best_peer_max_z": best,
+                                 "shuffle_ok": best is not None and c["shuffle"]["max_z"] <= max(best, Z_UNIFORM)}
     return summary
 
 
@@ -385,47 +401,58 @@ def f_num(x, fmt, width):
     return f"{'n/a':>{width}}" if x is None else f"{x:{width}{fmt}}"
 
 
+def mib(x):
+    return None if x is None else x / MiB
+
+
+def report_row(a, b, v, e, c):
+    g = c.get("goal")
+    ratio = f_num(c["ratio_fastest_peer"], ".2f", 6) + "x"
+    if g:
+        ratio += f" (>={g['min_ratio']:g} {'ok' if g['speed_ok'] else 'MISS'})"
+    sh = c["shuffle"]
+    line = (f"{b if v == a.variants[0] and e == 1 else '':<8}{v if e == 1 else '':<15}{e:>2}"
+            f"{c['samples_s']:>10,.0f} {ratio:<20}{f_num(c['ratio_fastest_uniform_peer'], '.2f', 7)}x"
+            f"{c['ttfb_s']:>7.2f}{f_num(mib(c['loader_rss_peak']), ',.0f', 8)}{f_num(mib(c['dlfsd_rss_peak']), ',.0f', 7)}"
+            f"{f_num(mib(c['cache_growth']), ',.0f', 7)}{f_num(sh['shard_adjacency'], '.2f', 8)}"
+            f"{f_num(sh['rho'], '.3f', 7)}{f_num(sh['rho_prev'], '.3f', 7)}"
+            f"{f_num(sh['displacement'], '.3f', 7)}{f_num(sh['max_z'], '.1f', 8)}")
+    if g:
+        line += (f"  <= max({f_num(g['best_peer_max_z'], '.1f', 0)}, {Z_UNIFORM:g}) "
+                 f"{'ok' if g['shuffle_ok'] else 'MISS'}")
+    return line
+
+
 def report(a, sizes, summary):
     print()
     print(f"Loaders, {a.workers} workers, batch {a.batch}, 2 epochs (drop_caches before epoch 1), {a.shard_size} "
-          f"samples a shard; medians of {a.repeat}; / fastest peer: median of per-repetition ratios")
-    print("shuffle: same-shard neighbours / uniform (1.00), rho vs storage (0), rho vs previous epoch (0), "
-          f"displacement (0.333), max |z| vs uniform (< {Z_UNIFORM:g} uniform)")
+          f"samples a shard; medians of {a.repeat}; ratios: medians of per-repetition ratios")
+    print("/peer: to the fastest peer; /unif: to the fastest peer whose order was uniform (max |z| < "
+          f"{Z_UNIFORM:g}); RSS: peaks, MiB; cache: page cache growth over the epoch, MiB")
+    print("shuffle: adj = same-shard neighbours / uniform (1.00), rho vs storage order (0), rho vs the epoch "
+          f"before (0), displacement (0.333), max |z| vs uniform (< {Z_UNIFORM:g}); goal: max |z| <= "
+          f"max(the best peer's, {Z_UNIFORM:g})")
     for s in sizes:
         print(f"\n== {s.label} samples ==")
-        print(f"{'backend':<8}{'variant':<15}{'ep':>2}{'samples/s':>10} {'/fastest peer':<22}{'TTFB s':>7}"
-              f"{'loader MiB':>11}{'dlfsd MiB':>10}{'cache MiB':>10}{'shard adj':>10}{'rho':>7}{'rho prev':>9}"
+        print(f"{'backend':<8}{'variant':<15}{'ep':>2}{'samples/s':>10} {'/peer (goal)':<20}{'/unif':>8}"
+              f"{'TTFB s':>7}{'loader':>8}{'dlfsd':>7}{'cache':>7}{'adj':>8}{'rho':>7}{'r prev':>7}"
               f"{'displ':>7}{'max|z|':>8}  shuffle goal")
         for b in a.backends:
             for v in a.variants:
                 cells = summary.get(s.key, {}).get(b, {}).get(v)
-                if not cells:
-                    continue
-                for e in (1, 2):
-                    c = cells[f"epoch{e}"]
-                    g = c.get("goal")
-                    ratio = f_num(c["ratio_fastest_peer"], ".2f", 6) + "x"
-                    if g:
-                        ratio += f" (>={g['min_ratio']:g} {'ok' if g['speed_ok'] else 'MISS'})"
-                    elif v in PEERS and c["ratio_fastest_peer"] == 1.0:
-                        ratio += " fastest"
-                    sh = c["shuffle"]
-                    mib = lambda x: None if x is None else x / MiB  # noqa: E731
-                    line = (f"{b if v == a.variants[0] and e == 1 else '':<8}{v if e == 1 else '':<15}{e:>2}"
-                            f"{c['samples_s']:>10,.0f} {ratio:<22}{c['ttfb_s']:>7.2f}"
-                            f"{f_num(mib(c['loader_rss_peak']), ',.0f', 11)}{f_num(mib(c['dlfsd_rss_peak']), ',.0f', 10)}"
-                            f"{f_num(mib(c['cache_growth']), ',.0f', 10)}{f_num(sh['shard_adjacency'], '.2f', 10)}"
-                            f"{f_num(sh['rho'], '.3f', 7)}{f_num(sh['rho_prev'], '.3f', 9)}"
-                            f"{f_num(sh['displacement'], '.3f', 7)}{f_num(sh['max_z'], '.1f', 8)}")
-                    if g:
-                        line += (f"  <= max(best peer {f_num(g['best_peer_max_z'], '.1f', 0)}, {Z_UNIFORM:g}) "
-                                 f"{'ok' if g['shuffle_ok'] else 'MISS'}")
-                    print(line)
-        loads = {b: summary[s.key][b][v]["epoch1"]["dlfsd_load_s"] for b in a.backends
-                 for v in ON_DLFS if v in summary.get(s.key, {}).get(b, {})}
-        if loads:
-            print("dlfsd load before the epochs (not in them): " +
-                  ", ".join(f"{b} {x:.1f} s" for b, x in loads.items() if x is not None))
+                for e in ((1, 2) if cells else ()):
+                    print(report_row(a, b, v, e, cells[f"epoch{e}"]))
+        for b in a.backends:
+            cells = summary.get(s.key, {}).get(b, {})
+            if not cells:
+                continue
+            any_cell = next(iter(cells.values()))
+            print(f"{b}: fastest peer " + ", ".join(
+                f"epoch {e} {any_cell[f'epoch{e}']['fastest_peer']} (uniform: "
+                f"{any_cell[f'epoch{e}']['fastest_uniform_peer'] or 'none'})" for e in (1, 2)))
+            loads = [cells[v]["epoch1"]["dlfsd_load_s"] for v in ON_DLFS if v in cells]
+            if loads:
+                print(f"{b}: dlfsd loaded the dataset in {med(loads):.1f} s before the epochs (not in them)")
 
 
 def find_python(ap, a):
@@ -579,7 +606,7 @@ def main():
     config["sizes"] = {s.key: {"count": s.count, "size": s.size, "label": s.label} for s in sizes}
     config["mount_options"] = a.mount_options
     config["conversions_s"] = a.conversions
-    goals = {"variant": GOAL_VARIANT, "min_ratio_fastest_peer": {f"{k}/{b}": speed_goal(k, b) for k in a.sizes
+    goals = {"variants": list(GOAL_VARIANTS), "min_ratio_fastest_peer": {f"{k}/{b}": speed_goal(k, b) for k in a.sizes
                                                                   for b in a.backends},
              "max_z_uniform": Z_UNIFORM}
     results = {"config": config, "goals": goals, "runs": runs, "summary": summary}

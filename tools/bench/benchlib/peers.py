@@ -18,6 +18,10 @@ epoch 1: the caller times it.
                   (pipeline_bench's raw-rf)
   dlfs-views      DLFS epoch views with python/dlfs: worker k streams
                   `dlfs.TarView(ds, e, k, W).samples()` (pipeline_bench's views)
+  dlfs-views-b    the same views read as whole batches: worker k yields
+                  `dlfs.TarView(ds, e, k, W).batches(--batch)` (one pread per run of
+                  samples, no per-sample Python step; pipeline_bench's views-b),
+                  DataLoader batch_size=None
   dlfs-views-wds  the webdataset library over the same view files: worker k
                   reads <ds>/epochs/<e>/<W>/<k>.tar (split_by_worker), no shuffle
                   of its own (the view is the shuffle)
@@ -32,7 +36,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
 from .client import dlfs
-from .loaders import to_batch
+from .loaders import packed_to_batch, to_batch
 
 
 class Catalog:
@@ -102,6 +106,29 @@ class ViewSamples(IterableDataset):
             yield self.catalog.key_id(key), next(iter(group.values()))  # one member per sample here
 
 
+class ViewBatchIds(IterableDataset):
+    """Worker k of W reads rank k of a W-rank view as whole batches:
+    (bytes back to back, lengths, ids) of the one member per sample."""
+
+    def __init__(self, ds_dir, epoch, batch, catalog):
+        self.ds_dir, self.epoch, self.batch, self.catalog = ds_dir, epoch, batch, catalog
+
+    def __iter__(self):
+        rank, world = _rank()
+        for batch in dlfs.TarView(self.ds_dir, self.epoch, rank, world).batches(self.batch):
+            if len(batch.fields) != 1:
+                raise ValueError(f"expected one member per sample, got extensions {sorted(batch.fields)}")
+            blob, lengths = next(iter(batch.fields.values()))
+            yield blob, lengths, [self.catalog.key_id(k) for k in batch.keys]
+
+
+def packed_ids(packed):
+    """collate_fn of ViewBatchIds: packed_to_batch's (data, lengths), and the ids."""
+    blob, lengths, ids = packed
+    data, lengths = packed_to_batch((blob, lengths))
+    return data, lengths, torch.tensor(ids, dtype=torch.int64)
+
+
 class _WdsPair:
     """WebDataset sample dict -> (id, bytes of its one member)."""
 
@@ -150,6 +177,12 @@ class DlfsViews(Peer):
         return self.loader(ViewSamples(self.spec["ds_dir"], self.spec["view_epochs"][e - 1], self.catalog))
 
 
+class DlfsViewsB(Peer):
+    def make(self, e):
+        ds = ViewBatchIds(self.spec["ds_dir"], self.spec["view_epochs"][e - 1], self.batch, self.catalog)
+        return DataLoader(ds, batch_size=None, num_workers=self.workers, collate_fn=packed_ids)
+
+
 class DlfsViewsWds(Peer):
     def make(self, e):
         import webdataset as wds
@@ -181,5 +214,6 @@ class Wds(Peer):
         return self.loader(self.dataset)
 
 
-PEERS = {"files": Files, "dlfs-raw": DlfsRaw, "dlfs-views": DlfsViews, "dlfs-views-wds": DlfsViewsWds,
+PEERS = {"files": Files, "dlfs-raw": DlfsRaw, "dlfs-views": DlfsViews, "dlfs-views-b": DlfsViewsB,
+         "dlfs-views-wds": DlfsViewsWds,
          "mosaic": Mosaic, "wds-1k": Wds, "wds-10k": Wds}
