@@ -2,9 +2,9 @@
 # The loaders benchmark (tools/bench/loaders_bench.py, issue 33) runs end to end
 # in quick mode on the local backend: DLFS's views (by sample and by batch),
 # views read by webdataset and raw/, against plain files, Mosaic Streaming,
-# WebDataset (1k and 10k buffers) and DALI's file and TFRecord readers (and FFCV when DLFS_FFCV_PYTHON names a
-# Python with ffcv), on 2,000 x 3 KiB and 300 x 110 KiB samples converted into
-# each format; check_loaders_bench.py checks its JSON (every variant, both
+# WebDataset (1k and 10k buffers) and DALI's file and TFRecord readers (and
+# FFCV when DLFS_FFCV_PYTHON names a Python with ffcv), on 2,000 x 3 KiB and
+# 300 x 110 KiB samples converted into each format; check_loaders_bench.py checks its JSON (every variant, both
 # epochs, every sample delivered, memory figures, shuffle measures in range,
 # DLFS's orders uniform, a WebDataset buffer's not), then that nothing stayed
 # mounted or running. Speeds are not judged. Skips (77) without the project's
