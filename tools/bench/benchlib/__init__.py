@@ -10,6 +10,10 @@
   teardown  signals turned into a clean exit, steps undone last-first
   client    the Python client (python/dlfs) of this tree
   loaders   the PyTorch DataLoader datasets pipeline_bench.py measures
+  formats   the peers' storage formats (tar, MDS, TFRecord, FFCV) written from a files dataset
+  peers     loaders_bench.py's loaders (DLFS and its peers), one per process;
+            peers_dali and peers_ffcv for DALI's readers and FFCV
+  shuffle_quality  how far a delivered order is from a uniform permutation
   backends  shared filesystems over loopback (NFS, sshfs) for pipeline and load benches
 
 Only the standard library is imported here, so that tests can import `stats`."""

@@ -1,6 +1,7 @@
 """CPU time and memory of a process, and of the machine, from /proc: what a
 benchmark reports next to its throughput to tell a slow daemon from a slow
-device or a busy machine."""
+device or a busy machine; and the peak memory of a process tree and of the
+page cache while a loader runs (PeakMemory)."""
 import os
 import resource
 import threading
