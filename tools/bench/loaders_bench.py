@@ -45,8 +45,11 @@ Per (size, backend, variant, epoch), medians of --repeat repetitions
                   (the loader's index/header reads, pipeline builds and worker
                   start-up are inside) to the last batch
   / fastest peer  samples/s over the fastest peer's of the same repetition, size,
-                  backend and epoch, per repetition, then the median
-  TTFB            seconds from the word to start to the first batch
+                  backend and epoch, per repetition, then the median; / uniform
+                  peer: the same against the fastest peer whose order was
+                  uniform (max |z| < 4)
+  TTFB            seconds from the word to start to the first batch, and the
+                  samples/s after it ("after 1st": without start-up and JIT)
   loader RSS      peak summed resident set of the loader's process tree (the
                   training process and its workers), sampled every 0.2 s
   dlfsd RSS       peak resident set of the dlfsd (DLFS variants)
@@ -58,7 +61,7 @@ Per (size, backend, variant, epoch), medians of --repeat repetitions
                   displacement (0.333), and max |z|: the largest of their
                   z-scores against a uniform permutation (below 4 for any
                   uniform shuffle at these sizes)
-Goals (issue 33), marked ok/MISS on dlfs-views, each epoch: samples/s at
+Goals (issue 33), marked ok/MISS on dlfs-views and dlfs-views-b, each epoch: samples/s at
 least 1.5x the fastest peer's at the small size and 1x at the large size on
 local, 2x on a shared backend; a shuffle at least as close to uniform as the
 best peer's: max |z| no larger than the lowest peer's, or below 4.
@@ -300,9 +303,9 @@ def measure(a, slot, backend, root, size, variant, rep):
         for e in (1, 2):
             watch = PeakMemory(child.p.pid, others)
             child.say(f"go {e}")
-            _, _e, n, dt, ttfb = child.expect("done")
+            _, _e, n, dt, ttfb, first_n = child.expect("done")
             watch.stop()
-            n, dt, ttfb = int(n), float(dt), float(ttfb)
+            n, dt, ttfb, first_n = int(n), float(dt), float(ttfb), int(first_n)
             path = os.path.join(out_dir, f"ids-{e}.npy")
             order = numpy.load(path)
             want = expected_count(a, size, variant)
@@ -317,6 +320,7 @@ def measure(a, slot, backend, root, size, variant, rep):
                 os.remove(path)
             records.append({"rep": rep, "size": size.key, "backend": backend, "variant": variant, "epoch": e,
                             "samples": n, "seconds": dt, "samples_s": n / dt, "ttfb_s": ttfb,
+                            "samples_s_after_first": (n - first_n) / (dt - ttfb) if dt > ttfb else None,
                             "loader_rss_peak": watch.tree_peak, "dlfsd_rss_peak": watch.others_peak or None,
                             "cache_growth": watch.cached_end - watch.cached_start,
                             "cache_peak_growth": watch.cached_peak - watch.cached_start,
@@ -373,6 +377,7 @@ def summarize(a, sizes, runs):
                     c["ratio_fastest_peer"], c["fastest_peer"] = ratio_to(reps, fastest)
                     c["ratio_fastest_uniform_peer"], c["fastest_uniform_peer"] = ratio_to(reps, fastest_uniform)
                     c.update({"ttfb_s": med(r["ttfb_s"] for r in reps),
+                              "samples_s_after_first": med(r["samples_s_after_first"] for r in reps),
                               "loader_rss_peak": med(r["loader_rss_peak"] for r in reps),
                               "dlfsd_rss_peak": med(r["dlfsd_rss_peak"] for r in reps),
                               "cache_growth": med(r["cache_growth"] for r in reps),
@@ -413,7 +418,8 @@ def report_row(a, b, v, e, c):
     sh = c["shuffle"]
     line = (f"{b if v == a.variants[0] and e == 1 else '':<8}{v if e == 1 else '':<15}{e:>2}"
             f"{c['samples_s']:>10,.0f} {ratio:<20}{f_num(c['ratio_fastest_uniform_peer'], '.2f', 7)}x"
-            f"{c['ttfb_s']:>7.2f}{f_num(mib(c['loader_rss_peak']), ',.0f', 8)}{f_num(mib(c['dlfsd_rss_peak']), ',.0f', 7)}"
+            f"{c['ttfb_s']:>7.2f}{f_num(c['samples_s_after_first'], ',.0f', 10)}"
+            f"{f_num(mib(c['loader_rss_peak']), ',.0f', 8)}{f_num(mib(c['dlfsd_rss_peak']), ',.0f', 7)}"
             f"{f_num(mib(c['cache_growth']), ',.0f', 7)}{f_num(sh['shard_adjacency'], '.2f', 8)}"
             f"{f_num(sh['rho'], '.3f', 7)}{f_num(sh['rho_prev'], '.3f', 7)}"
             f"{f_num(sh['displacement'], '.3f', 7)}{f_num(sh['max_z'], '.1f', 8)}")
@@ -428,14 +434,15 @@ def report(a, sizes, summary):
     print(f"Loaders, {a.workers} workers, batch {a.batch}, 2 epochs (drop_caches before epoch 1), {a.shard_size} "
           f"samples a shard; medians of {a.repeat}; ratios: medians of per-repetition ratios")
     print("/peer: to the fastest peer; /unif: to the fastest peer whose order was uniform (max |z| < "
-          f"{Z_UNIFORM:g}); RSS: peaks, MiB; cache: page cache growth over the epoch, MiB")
+          f"{Z_UNIFORM:g}); TTFB: to the first batch; after 1st: samples/s after it; loader, dlfsd: peak RSS, MiB; "
+          "cache: page cache growth over the epoch, MiB")
     print("shuffle: adj = same-shard neighbours / uniform (1.00), rho vs storage order (0), rho vs the epoch "
           f"before (0), displacement (0.333), max |z| vs uniform (< {Z_UNIFORM:g}); goal: max |z| <= "
           f"max(the best peer's, {Z_UNIFORM:g})")
     for s in sizes:
         print(f"\n== {s.label} samples ==")
         print(f"{'backend':<8}{'variant':<15}{'ep':>2}{'samples/s':>10} {'/peer (goal)':<20}{'/unif':>8}"
-              f"{'TTFB s':>7}{'loader':>8}{'dlfsd':>7}{'cache':>7}{'adj':>8}{'rho':>7}{'r prev':>7}"
+              f"{'TTFB s':>7}{'after 1st':>10}{'loader':>8}{'dlfsd':>7}{'cache':>7}{'adj':>8}{'rho':>7}{'r prev':>7}"
               f"{'displ':>7}{'max|z|':>8}  shuffle goal")
         for b in a.backends:
             for v in a.variants:

@@ -13,7 +13,7 @@ be run by hand, but it can be:
       it waits for "go <e>" on stdin, runs epoch e (the clock starts at the
       word: whatever the loader reads or builds before its first batch counts),
       writes the delivered ids to <out_dir>/ids-<e>.npy and says
-      "done <e> <samples> <seconds> <seconds to the first batch>".
+      "done <e> <samples> <seconds> <seconds to the first batch> <samples in it>".
 """
 import argparse
 import json
@@ -80,7 +80,8 @@ def run(a):
         dt = time.perf_counter() - t0
         order = numpy.concatenate(parts) if parts else numpy.zeros(0, numpy.int64)
         numpy.save(os.path.join(spec["out_dir"], f"ids-{e}.npy"), order)
-        proto.write(f"done {e} {n} {dt:.6f} {first if first is not None else dt:.6f}\n")
+        first_n = len(parts[0]) if parts else 0
+        proto.write(f"done {e} {n} {dt:.6f} {first if first is not None else dt:.6f} {first_n}\n")
 
 
 def main():
