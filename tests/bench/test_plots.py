@@ -43,6 +43,14 @@ SYNTHETIC = {
                         "seconds": 60.0} for c, rl in (("1", 1.0), ("0.5", 0.96), ("constant", 0.0))],
     "nodes_vs_throughput": {str(n): {"mb_s": 1000.0 / n, "runs": [990.0 / n, 1000.0 / n, 1010.0 / n],
                                      "bytes_by_source": []} for n in (1, 2, 3)},
+    "loaders_vs_peers": {
+        "config": {"sizes": {"small": {"label": "2,000 x 3K"}}, "backends": ["local", "nfs"],
+                   "variants": ["dlfs-views", "wds-1k", "dali-tfrecord"], "workers": 2, "batch": 256},
+        "summary": {"small": {b: {v: {f"epoch{e}": {"samples_s": s * e, "ratio_fastest_peer": r,
+                                                    "shuffle": {"max_z": z}} for e in (1, 2)}
+                                  for v, s, r, z in (("dlfs-views", 9e4, 1.2, 1.1), ("wds-1k", 4e4, 0.5, 29.0),
+                                                     ("dali-tfrecord", 7e4, 1.0, 15.0))}
+                              for b in ("local", "nfs")}}},
 }
 
 
