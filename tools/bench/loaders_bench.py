@@ -100,6 +100,7 @@ from benchlib.proc import PeakMemory
 from benchlib.readers import MiB, drop_caches, files_under, set_settle
 from benchlib.report import log, write_json
 from benchlib.shuffle_quality import measure as shuffle_measure
+from benchlib.stats import mount_stats
 from benchlib.teardown import Teardown, stop_process
 
 PROG = "loaders_bench.py"
@@ -126,6 +127,14 @@ def speed_goal(size_key, backend):
     if backend in SHARED:
         return 2.0
     return 1.5 if size_key == "small" else 1.0
+
+
+def load_failed(mnt):
+    """Whether a dataset of the dlfsd at `mnt` ended its load with extents it could not read."""
+    try:
+        return any(d.get("load", {}).get("state") == "failed" for d in mount_stats(mnt)["datasets"])
+    except (OSError, ValueError, KeyError):
+        return False
 
 
 def human(n):
@@ -192,25 +201,43 @@ class DaemonSlot:
 
     def __init__(self, a, daemons):
         self.a, self.daemons = a, daemons
-        self.key = self.mnt = self.proc = None
+        self.key = self.mnt = self.proc = self.log_path = None
         self.load_s = None
 
     def get(self, backend, root, size):
         key = (backend, size.key)
         if key != self.key:
             self.stop()
-            tag = f"loaders-{backend}-{size.key}"
-            mnt, sock = os.path.join(self.a.workdir, f"mnt-{tag}"), os.path.join(self.a.workdir, f"{tag}.sock")
-            argv = dlfsd_argv(self.a.dlfsd, mnt, os.path.join(root, size.rel), sock, self.a.dlfsd_arg, seed=1)
-            drop_caches()  # a cold load: the backend's page cache does not serve it
-            t0 = time.time()
-            self.proc = self.daemons.start("dlfsd", self.a.run_prefix.get(backend, []) + argv, mnt,
-                                           lambda: loaded(mnt), os.path.join(self.a.workdir, f"dlfsd-{tag}.log"),
-                                           timeout=3600)
-            self.load_s = time.time() - t0
-            log(f"dlfsd over {backend} {size.rel} loaded in {self.load_s:.1f} s")
-            self.key, self.mnt = key, mnt
+            for attempt in (1, 2):
+                if self._start(backend, root, size):
+                    break
+                self.stop()
+                if attempt == 2:
+                    sys.exit(f"{PROG}: dlfsd over {backend} failed to load {size.rel} twice (backend read errors); "
+                             f"its log: {self.log_path}")
+                log(f"dlfsd over {backend}: some extents of {size.rel} failed to load (backend read errors, "
+                    f"{self.log_path}); starting it again")
+            self.key = key
         return self.mnt
+
+    def _start(self, backend, root, size):
+        """Starts a dlfsd and waits for its load; False if the load failed (a
+        backend read error: an NFS client's transient EIO, say), which would
+        leave part of the dataset served from the backend."""
+        tag = f"loaders-{backend}-{size.key}"
+        mnt, sock = os.path.join(self.a.workdir, f"mnt-{tag}"), os.path.join(self.a.workdir, f"{tag}.sock")
+        self.log_path = os.path.join(self.a.workdir, f"dlfsd-{tag}.log")
+        argv = dlfsd_argv(self.a.dlfsd, mnt, os.path.join(root, size.rel), sock, self.a.dlfsd_arg, seed=1)
+        drop_caches()  # a cold load: the backend's page cache does not serve it
+        t0 = time.time()
+        self.proc = self.daemons.start("dlfsd", self.a.run_prefix.get(backend, []) + argv, mnt,
+                                       lambda: loaded(mnt) or load_failed(mnt), self.log_path, timeout=3600)
+        self.load_s = time.time() - t0
+        self.mnt = mnt
+        if load_failed(mnt):
+            return False
+        log(f"dlfsd over {backend} {size.rel} loaded in {self.load_s:.1f} s")
+        return True
 
     @staticmethod
     def epochs(rep, variant):
@@ -508,14 +535,14 @@ def parse_args():
                     "can run)")
     ap.add_argument("--variants", help=f"comma-separated, of {','.join(VARIANTS)} (default: all; ffcv only with "
                     "--ffcv-python)")
-    ap.add_argument("--sizes", default="small,large")
-    ap.add_argument("--small-count", type=int, default=200000)
-    ap.add_argument("--small-size", type=cli.size_arg, default=3 << 10)
-    ap.add_argument("--large-count", type=int, default=60000)
-    ap.add_argument("--large-size", type=cli.size_arg, default=110 << 10)
+    ap.add_argument("--sizes", default="small,large", help="small,large or one of them")
+    ap.add_argument("--small-count", type=int, default=200000, help="samples of the small dataset (200000)")
+    ap.add_argument("--small-size", type=cli.size_arg, default=3 << 10, help="their size (3K)")
+    ap.add_argument("--large-count", type=int, default=60000, help="samples of the large dataset (60000)")
+    ap.add_argument("--large-size", type=cli.size_arg, default=110 << 10, help="their size (110K)")
     ap.add_argument("--shard-size", type=int, default=1000, help="samples per shard in every sharded format")
     ap.add_argument("--workers", type=int, default=2, help="DataLoader workers, DALI and FFCV threads, W of the views")
-    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=256, help="samples a batch (256)")
     ap.add_argument("--python", help="the Python with torch, webdataset, streaming and DALI (default: "
                     "$DLFS_VENV/bin/python, <tree>/.venv/bin/python, $VENV_PYTHON)")
     ap.add_argument("--ffcv-python", default=os.environ.get("DLFS_FFCV_PYTHON"),
@@ -591,6 +618,15 @@ def check_space(a, sizes):
                  f"formats, its filesystem has {free / (1 << 30):.1f} GiB free (use --workdir elsewhere)")
 
 
+def config_of(a, sizes):
+    config = {k: getattr(a, k) for k in ("backends", "variants", "repeat", "workers", "batch", "shard_size", "build",
+                                         "python", "ffcv_python", "quick")}
+    config["sizes"] = {s.key: {"count": s.count, "size": s.size, "label": s.label} for s in sizes}
+    config["mount_options"] = getattr(a, "mount_options", {})
+    config["conversions_s"] = a.conversions
+    return config
+
+
 def main():
     ap, a = parse_args()
     choose_backends(a)
@@ -619,6 +655,8 @@ def main():
                             slot.stop()  # the peers run without a dlfsd holding the dataset in memory
                         for r in measure(a, slot, b, roots[b], s, v, rep):
                             runs.append(r)
+                            if a.json:  # what is measured so far survives an interrupted run
+                                write_json(a.json, {"config": config_of(a, sizes), "partial": True, "runs": runs})
                             q = r["shuffle"]
                             log(f"rep {rep} {s.label} {b} {v} epoch {r['epoch']}: {r['samples_s']:,.0f} samples/s, "
                                 f"first batch {r['ttfb_s']:.2f} s, shard adjacency {q['shard_adjacency']:.2f}, "
@@ -627,11 +665,7 @@ def main():
     summary = summarize(a, sizes, runs)
     report(a, sizes, summary)
     print(f"\nmeasured in {time.time() - t_start:.0f} s")
-    config = {k: getattr(a, k) for k in ("backends", "variants", "repeat", "workers", "batch", "shard_size", "build",
-                                         "python", "ffcv_python", "quick")}
-    config["sizes"] = {s.key: {"count": s.count, "size": s.size, "label": s.label} for s in sizes}
-    config["mount_options"] = a.mount_options
-    config["conversions_s"] = a.conversions
+    config = config_of(a, sizes)
     goals = {"variants": list(GOAL_VARIANTS), "min_ratio_fastest_peer": {f"{k}/{b}": speed_goal(k, b) for k in a.sizes
                                                                   for b in a.backends},
              "max_z_uniform": Z_UNIFORM}
