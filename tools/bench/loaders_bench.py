@@ -21,7 +21,7 @@ Variants (benchlib/peers.py, peers_dali.py, peers_ffcv.py say how each is run):
   dali-tfrecord   DALI fn.readers.tfrecord over TFRecord shards + .idx, random_shuffle=True
   ffcv            FFCV Loader over a .beton, OrderOption.RANDOM, --workers threads; runs
                   only with --ffcv-python (a Python with ffcv: see
-                  docs/loaders-bench-section.md), else left out with one line saying so
+                  tools/bench/README.md), else left out with one line saying so
 "Peers" are the variants not on DLFS. The DLFS variants share one dlfsd per
 (repetition, size, backend), serving the files dataset from that backend; it
 loads the dataset into its memory before their epochs (after drop_caches:
@@ -576,7 +576,7 @@ def parse_args():
         if not a.ffcv_python:
             if a.variants_given:
                 ap.error("the ffcv variant needs --ffcv-python (or DLFS_FFCV_PYTHON): a Python with ffcv")
-            print(f"{PROG}: leaving out ffcv: no --ffcv-python (docs/loaders-bench-section.md says how to build one)",
+            print(f"{PROG}: leaving out ffcv: no --ffcv-python (tools/bench/README.md says how to build one)",
                   file=sys.stderr)
             a.variants.remove("ffcv")
         else:

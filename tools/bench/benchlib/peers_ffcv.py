@@ -1,6 +1,6 @@
 """FFCV as loaders_bench.py's peer, run by the Python that has ffcv
 (--ffcv-python: a venv of its own, built against Debian's OpenCV and
-libjpeg-turbo; docs/loaders-bench-section.md says how): one Loader over the
+libjpeg-turbo; tools/bench/README.md says how): one Loader over the
 .beton (benchlib/formats.py), order=OrderOption.RANDOM (a uniform permutation
 per epoch), --workers threads, --batch, drop_last=False, the page cache as
 its cache (os_cache, FFCV's default). Its pipelines are compiled with numba
