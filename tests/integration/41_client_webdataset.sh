@@ -24,19 +24,13 @@
 #    the order webdataset reads them from the backend directory.
 source "$(dirname "$0")/lib.sh"
 require_fuse
-command -v setpriv >/dev/null || skip "setpriv (util-linux) is not installed"
-[ -x "${VENV_PYTHON:-}" ] || skip "no project Python environment (VENV_PYTHON=${VENV_PYTHON:-}): run tools/install-deps.sh"
-"$VENV_PYTHON" -c 'import webdataset, torch, PIL, numpy' 2>/dev/null ||
-  skip "$VENV_PYTHON cannot import webdataset (or torch, PIL, numpy): run tools/install-deps.sh"
+require_venv webdataset torch PIL numpy
+outsider_setup
 HERE="$(cd "$(dirname "$0")" && pwd)"
 CHECK="$HERE/check_client_webdataset.py"
-# The reader: an unprivileged user with a home of its own (webdataset and torch may look there).
-READER=(setpriv --reuid=60001 --regid=60001 --clear-groups env HOME="$WORK/home" PYTHONDONTWRITEBYTECODE=1)
+READER=("${OUTSIDER[@]}")
 t0=$(date +%s)
 
-umask 022
-chmod 0755 "$WORK"  # root's 0700 mktemp directory: the reader must reach the mounts and backends
-mkdir -p "$WORK/home" && chown 60001:60001 "$WORK/home"
 "$VENV_PYTHON" "$CHECK" make-files "$WORK/files" || fail "making the grouped files"
 "$VENV_PYTHON" "$CHECK" make-shards "$WORK/shards" || fail "making the shards"
 

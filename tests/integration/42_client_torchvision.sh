@@ -16,18 +16,13 @@
 #    seeded generator, 2 workers): the same batches as over the backend.
 source "$(dirname "$0")/lib.sh"
 require_fuse
-command -v setpriv >/dev/null || skip "setpriv (util-linux) is not installed"
-[ -x "${VENV_PYTHON:-}" ] || skip "no project Python environment (VENV_PYTHON=${VENV_PYTHON:-}): run tools/install-deps.sh"
-"$VENV_PYTHON" -c 'import torchvision, torch, PIL, numpy' 2>/dev/null ||
-  skip "$VENV_PYTHON cannot import torchvision (or torch, PIL, numpy): run tools/install-deps.sh"
+require_venv torchvision torch PIL numpy
+outsider_setup
 HERE="$(cd "$(dirname "$0")" && pwd)"
 CHECK="$HERE/check_client_torchvision.py"
-READER=(setpriv --reuid=60001 --regid=60001 --clear-groups env HOME="$WORK/home" PYTHONDONTWRITEBYTECODE=1)
+READER=("${OUTSIDER[@]}")
 t0=$(date +%s)
 
-umask 022
-chmod 0755 "$WORK"  # root's 0700 mktemp directory: the reader must reach the mounts and the backend
-mkdir -p "$WORK/home" && chown 60001:60001 "$WORK/home"
 "$VENV_PYTHON" "$CHECK" make "$WORK/images" || fail "making the ImageFolder tree"
 
 start_daemon "$WORK/mnt" "$WORK/d.log" --backend "$WORK/images" --name images

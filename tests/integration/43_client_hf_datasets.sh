@@ -23,9 +23,7 @@
 source "$(dirname "$0")/lib.sh"
 require_fuse
 command -v setpriv >/dev/null || skip "setpriv (util-linux) is not installed"
-[ -x "${VENV_PYTHON:-}" ] || skip "no project Python environment (VENV_PYTHON=${VENV_PYTHON:-}): run tools/install-deps.sh"
-"$VENV_PYTHON" -c 'import datasets, pyarrow.parquet' 2>/dev/null ||
-  skip "$VENV_PYTHON cannot import datasets (or pyarrow): run tools/install-deps.sh"
+require_venv datasets pyarrow.parquet
 HERE="$(cd "$(dirname "$0")" && pwd)"
 CHECK="$HERE/check_client_hf_datasets.py"
 HF_ENV=(HF_HUB_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 HF_HOME="$WORK/hf/home" HF_DATASETS_CACHE="$WORK/hf/cache")

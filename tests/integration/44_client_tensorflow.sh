@@ -17,23 +17,18 @@
 #    yield every record once; the two epochs' orders differ.
 source "$(dirname "$0")/lib.sh"
 require_fuse
-command -v setpriv >/dev/null || skip "setpriv (util-linux) is not installed"
-VENV_PYTHON=${VENV_PYTHON:-}
-[ -x "$VENV_PYTHON" ] || skip "no project venv (VENV_PYTHON='$VENV_PYTHON'): run tools/install-deps.sh"
+require_venv  # tensorflow's import (seconds) is checked by the first step
 # TensorFlow's C++ banners off (TF_ENABLE_ONEDNN_OPTS=0 only silences the
 # oneDNN one here: no op of these checks computes with floats).
 export TF_CPP_MIN_LOG_LEVEL=2 TF_ENABLE_ONEDNN_OPTS=0
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 CHECK="$HERE/check_client_tensorflow.py"
-OUTSIDER=(setpriv --reuid=60001 --regid=60001 --clear-groups)
 SEED=44
 
-umask 022
-chmod 0755 "$WORK"  # root's 0700 mktemp directory: the outsider must reach the mount and the backend
+outsider_setup
 # HOMEs in WORK (matplotlib, which keras imports, writes its cache there): root's, the outsider's.
 mkdir "$WORK/home-root"
-install -d -o 60001 -g 60001 "$WORK/home"
 SRC="$WORK/tfrecords"
 rc=0
 HOME="$WORK/home-root" "$VENV_PYTHON" "$CHECK" make "$SRC" 3 50 "$SEED" || rc=$?  # 77: TensorFlow does not import

@@ -26,24 +26,18 @@
 # A part whose reader needs a GPU is skipped with the reason (none here).
 source "$(dirname "$0")/lib.sh"
 require_fuse
-command -v setpriv >/dev/null || skip "setpriv (util-linux) is not installed"
-VENV_PYTHON=${VENV_PYTHON:-}
-[ -x "$VENV_PYTHON" ] || skip "no project venv (VENV_PYTHON='$VENV_PYTHON'): run tools/install-deps.sh"
-"$VENV_PYTHON" -c 'import nvidia.dali' 2>/dev/null || skip "$VENV_PYTHON cannot import nvidia.dali: run tools/install-deps.sh"
+require_venv nvidia.dali
 export TF_CPP_MIN_LOG_LEVEL=2 TF_ENABLE_ONEDNN_OPTS=0  # TensorFlow's C++ banners (it writes the TFRecord files)
 VENV_BIN=$(dirname "$VENV_PYTHON")
 for tool in tfrecord2idx wds2idx; do [ -x "$VENV_BIN/$tool" ] || skip "DALI's $tool is not in $VENV_BIN: run tools/install-deps.sh"; done
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 CHECK="$HERE/check_client_dali.py"
-OUTSIDER=(setpriv --reuid=60001 --regid=60001 --clear-groups)
 TF_SEED=45
 
-umask 022
-chmod 0755 "$WORK"  # root's 0700 mktemp directory: the outsider must reach the mount and the backends
+outsider_setup
 # HOMEs in WORK (matplotlib, which keras imports, writes its cache there): root's, the outsider's.
 mkdir "$WORK/home-root"
-install -d -o 60001 -g 60001 "$WORK/home"
 rc=0
 HOME="$WORK/home-root" "$VENV_PYTHON" "$HERE/check_client_tensorflow.py" make "$WORK/tfrecords" 3 40 "$TF_SEED" || rc=$?
 [ "$rc" -eq 77 ] && skip "$VENV_PYTHON cannot import tensorflow, which writes the TFRecord files: run tools/install-deps.sh"

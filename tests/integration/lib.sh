@@ -179,3 +179,25 @@ same_tree() {
     fail "trees differ: $a vs $b"
   fi
 }
+
+# require_venv MODULE...: skips (77) unless the project's Python environment ($VENV_PYTHON,
+# made by tools/install-deps.sh) imports every MODULE.
+require_venv() {
+  [ -x "${VENV_PYTHON:-}" ] || skip "no project Python environment (VENV_PYTHON=${VENV_PYTHON:-}): run tools/install-deps.sh"
+  local m
+  for m in "$@"; do
+    "$VENV_PYTHON" -c "import $m" 2>/dev/null || skip "$VENV_PYTHON cannot import $m: run tools/install-deps.sh"
+  done
+}
+
+# outsider_setup: an unprivileged reader, uid and gid 60001 with no groups and no /etc/passwd
+# entry, as trainers read a root daemon's mount. $WORK becomes searchable by all (files the
+# test makes there are world-readable under umask 022) and $WORK/home is the reader's home
+# (clients write caches there). OUTSIDER is the command prefix that runs as that user.
+outsider_setup() {
+  command -v setpriv >/dev/null || skip "setpriv (util-linux) is not installed"
+  umask 022
+  chmod 0755 "$WORK"
+  install -d -o 60001 -g 60001 "$WORK/home"
+  OUTSIDER=(setpriv --reuid=60001 --regid=60001 --clear-groups env HOME="$WORK/home" PYTHONDONTWRITEBYTECODE=1)
+}
