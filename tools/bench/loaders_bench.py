@@ -105,8 +105,8 @@ from benchlib.teardown import Teardown, stop_process
 
 PROG = "loaders_bench.py"
 PEER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loaders_peer.py")
-VARIANTS = ("dlfs-views", "dlfs-views-b", "dlfs-views-wds", "dlfs-raw", "files", "mosaic", "wds-1k", "wds-10k", "dali-file",
-            "dali-tfrecord", "ffcv")
+VARIANTS = ("dlfs-views", "dlfs-views-b", "dlfs-views-wds", "dlfs-raw", "files", "mosaic", "wds-1k", "wds-10k",
+            "dali-file", "dali-tfrecord", "ffcv")
 ON_DLFS = ("dlfs-views", "dlfs-views-b", "dlfs-views-wds", "dlfs-raw")
 VIEWS = ("dlfs-views", "dlfs-views-b", "dlfs-views-wds")
 PEERS = tuple(v for v in VARIANTS if v not in ON_DLFS)
@@ -502,7 +502,8 @@ def report(a, sizes, summary):
                 print(f"{b}: dlfsd loaded the dataset in {med(loads):.1f} s (cold) before the epochs, not in them; "
                       "counted in epoch 1: " + ", ".join(
                           f"{v} {cells[v]['epoch1']['with_load']['samples_s']:,.0f} samples/s "
-                          f"({f_num(cells[v]['epoch1']['with_load']['ratio_fastest_peer'], '.2f', 0)}x the fastest peer)"
+                          f"({f_num(cells[v]['epoch1']['with_load']['ratio_fastest_peer'], '.2f', 0)}x the "
+                          "fastest peer)"
                           for v in ON_DLFS if v in cells))
 
 
