@@ -34,14 +34,7 @@ export TMPDIR=$WORK/tmp
 mkdir -p "$TMPDIR"
 # If the benchmark itself was killed before its teardown: unmount what it left under
 # $WORK and stop what it left running, before lib.sh deletes $WORK.
-leftovers() {
-  local m pid
-  for m in $(awk -v w="$WORK/" 'index($2, w) == 1 {print $2}' /proc/mounts | sort -r); do
-    umount -l "$m" 2>/dev/null || true
-  done
-  for pid in $(pgrep -f "$WORK/" || true); do kill -TERM "$pid" 2>/dev/null || true; done
-}
-CLEANUP_HOOKS+=(leftovers)
+CLEANUP_HOOKS+=(leftovers_in_work)
 "$PYTHON" -c 'import torch' 2>/dev/null || fail "python3-torch is not installed (tools/install-deps.sh installs it)"
 build_dir=$(dirname "$(dirname "$DLFSD")")
 "$PYTHON" "$bench/pipeline_bench.py" --quick --backends "$backends" --build "$build_dir" --workdir "$WORK/bench" \

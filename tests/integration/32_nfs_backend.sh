@@ -23,14 +23,7 @@ reason=$("$PYTHON" "$bench/nfs_backend.py" check --client "$client") ||
 # The backend's temporary files (ganesha's config, log, recovery dir) go under $WORK.
 export TMPDIR=$WORK/tmp
 mkdir -p "$TMPDIR"
-leftovers() {
-  local m pid
-  for m in $(awk -v w="$WORK/" 'index($2, w) == 1 {print $2}' /proc/mounts | sort -r); do
-    umount -l "$m" 2>/dev/null || true
-  done
-  for pid in $(pgrep -f "$WORK/" || true); do kill -TERM "$pid" 2>/dev/null || true; done
-}
-CLEANUP_HOOKS+=(leftovers)
+CLEANUP_HOOKS+=(leftovers_in_work)
 # nothing_left WHO DIR: no mount under DIR, no process naming $WORK, nothing
 # in $TMPDIR once WHO (a benchmark, the backend's teardown) has finished.
 nothing_left() {

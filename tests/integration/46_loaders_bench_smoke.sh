@@ -16,14 +16,7 @@ require_fuse
 "$VENV_PYTHON" -c 'import torch, webdataset, streaming, nvidia.dali' 2>/dev/null ||
   skip "$VENV_PYTHON lacks torch, webdataset, streaming or nvidia.dali (tools/install-deps.sh installs them)"
 bench=$(dirname "$0")/../../tools/bench
-leftovers() {
-  local m pid
-  for m in $(awk -v w="$WORK/" 'index($2, w) == 1 {print $2}' /proc/mounts | sort -r); do
-    umount -l "$m" 2>/dev/null || true
-  done
-  for pid in $(pgrep -f "$WORK/" || true); do kill -TERM "$pid" 2>/dev/null || true; done
-}
-CLEANUP_HOOKS+=(leftovers)
+CLEANUP_HOOKS+=(leftovers_in_work)
 build_dir=$(dirname "$(dirname "$DLFSD")")
 "$PYTHON" "$bench/loaders_bench.py" --quick --backends local --build "$build_dir" --python "$VENV_PYTHON" \
   --workdir "$WORK/bench" --json "$WORK/loaders.json" --plots "$WORK" >"$WORK/bench.out" 2>&1 ||

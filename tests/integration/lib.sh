@@ -201,3 +201,14 @@ outsider_setup() {
   install -d -o 60001 -g 60001 "$WORK/home"
   OUTSIDER=(setpriv --reuid=60001 --regid=60001 --clear-groups env HOME="$WORK/home" PYTHONDONTWRITEBYTECODE=1)
 }
+
+# leftovers_in_work: a CLEANUP_HOOKS entry for tests that run tools which mount and start
+# processes of their own under $WORK (benchmarks): unmounts what is still mounted there
+# (deepest first) and stops every process whose command line names $WORK.
+leftovers_in_work() {
+  local m pid
+  for m in $(awk -v w="$WORK/" 'index($2, w) == 1 {print $2}' /proc/mounts | sort -r); do
+    umount -l "$m" 2>/dev/null || true
+  done
+  for pid in $(pgrep -f "$WORK/" || true); do kill -TERM "$pid" 2>/dev/null || true; done
+}

@@ -97,7 +97,7 @@ from benchlib.backends import SHARED
 from benchlib.daemons import Daemons, dlfsd_argv, loaded
 from benchlib.datasets import ensure_dataset
 from benchlib.proc import PeakMemory
-from benchlib.readers import MiB, drop_caches, files_under, set_settle
+from benchlib.readers import MiB, human, drop_caches, files_under, set_settle
 from benchlib.report import log, write_json
 from benchlib.shuffle_quality import measure as shuffle_measure
 from benchlib.stats import mount_stats
@@ -135,13 +135,6 @@ def load_failed(mnt):
         return any(d.get("load", {}).get("state") == "failed" for d in mount_stats(mnt)["datasets"])
     except (OSError, ValueError, KeyError):
         return False
-
-
-def human(n):
-    for unit, v in (("M", MiB), ("K", 1024)):
-        if n % v == 0:
-            return f"{n // v}{unit}"
-    return str(n)
 
 
 class Size:

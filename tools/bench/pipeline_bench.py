@@ -90,7 +90,7 @@ from benchlib.backends import SHARED
 from benchlib.client import dlfs
 from benchlib.daemons import Daemons, dlfsd_argv, loaded
 from benchlib.datasets import ensure_dataset, ensure_fixed
-from benchlib.readers import MiB, drop_caches, files_under, set_settle
+from benchlib.readers import human, drop_caches, files_under, set_settle
 from benchlib.report import log, write_json
 from benchlib.stats import fuse_requests, per_sample, raw_under_overlay, try_stats
 from benchlib.teardown import Teardown
@@ -123,13 +123,6 @@ TARGETS = [
     (v, None, "local_files", "large", None, 1.0),
 )] + [t for v in ("views", "views-b") for b in SHARED for t in ((v, b, "backend_files", "small", None, 5.0),
                                                                  (v, b, "backend_files", "large", None, 2.0))]
-
-
-def human(n):
-    for unit, v in (("M", MiB), ("K", 1024)):
-        if n % v == 0:
-            return f"{n // v}{unit}"
-    return str(n)
 
 
 class Size:

@@ -12,6 +12,14 @@ MiB = 1 << 20
 SETTLE_S = 2.0  # seconds to wait after dropping caches (quick runs take less: set_settle)
 
 
+def human(n):
+    """A byte count as its name in dataset paths: 3K, 110K, 1M (exact units only)."""
+    for unit, v in (("M", MiB), ("K", 1024)):
+        if n % v == 0:
+            return f"{n // v}{unit}"
+    return str(n)
+
+
 def set_settle(seconds):
     global SETTLE_S
     SETTLE_S = seconds
