@@ -147,7 +147,7 @@ Result<std::unique_ptr<Dataset>> Dataset::open(const DatasetConfig& config, uint
                                                       ds->pipeline_ ? &ds->planner_->shape() : nullptr);
 
   const auto& m = ds->manifest_;
-  spdlog::info("[{}] {} format, {} samples in {} files, {} ({} fit the memory budget of {}); scanned in {:.2f}s, "
+  spdlog::info("[{}] {} format, {} samples from {} files in raw/, {} ({} fit the memory budget of {}); scanned in {:.2f}s, "
                "{:.1f} bytes of metadata per sample",
                config.name, config.format.format, m.sample_count(), m.file_count(),
                format_size(m.total_bytes()), format_size(ds->buffer_->capacity_bytes()), format_size(memory_budget),
