@@ -30,9 +30,10 @@ streamed, checks and prints each dataset's rounds from the nodes' stats.
       loaded rounds in one sequence, each once; the nodes together loaded
       every round of each epoch (holding every sample), the same rounds on
       every node, and the RL printed is DeepIO's formula's for epoch 0's
-      rounds; every node got bytes of rounds from the other nodes
-      (views.epochs.round_remote_bytes > 0; summed over the nodes when a node
-      did not load its part of a round, which is noted, --strict: fails).
+      rounds; the nodes read at least MIN_REMOTE_SHARE of their share of
+      the other nodes' parts from them (views.epochs.round_remote_bytes,
+      summed over the nodes; a node that read none, or did not load its part
+      of a round, is noted, --strict: fails).
       With --budget: its round memory is what the datasets before it
       (--before) left of the budget. Prints R, RL, rounds per epoch, the
       backend bytes all nodes read per epoch against the dataset's size, the
@@ -64,6 +65,7 @@ sys.path.insert(1, os.path.join(HERE, "..", "..", "python"))
 # is looser than 39_cluster_rounds' 1.3x, which measures the claim.
 MAX_PER_EPOCH = 1.8
 MAX_PER_EPOCH_SKIPPED = 2.0
+MIN_REMOTE_SHARE = 0.25
 
 # ---------------------------------------------------------------- TFRecord
 
@@ -371,14 +373,21 @@ def check_stats(name, epochs, files, budget=None, before=(), ratio=None, strict=
                 fail(msg)
             print(f"NOTE: {msg}")
             together = False
-    # Peers' rounds served bytes: on every node when the rounds moved together (each rank reads
-    # samples of every node's part); otherwise the others' waits for the missing parts (and the
-    # peers they mark down meanwhile) may send a node's reads to the backend: over all nodes.
-    if remote <= 0:
-        fail(f"[{name}] no node read a byte of a round from another node")
+    # Peers' rounds served bytes, over all nodes: at least MIN_REMOTE_SHARE of what a rank would read
+    # from the other nodes' parts if every read found its round held ((nodes-1)/nodes of the dataset
+    # per epoch). Per node it is only noted (fatal with --strict): a node whose readers fall behind
+    # under load finds the peers' parts released as idle and reads those samples from the backend
+    # (slower, never wrong; measured: one node of three read 3% of its share from peers, once none).
+    share = (nodes - 1) / nodes * total * epochs
+    if remote < MIN_REMOTE_SHARE * share:
+        fail(f"[{name}] the nodes read {remote} bytes of rounds from each other, under {MIN_REMOTE_SHARE:.0%} of "
+             f"the {share:.0f} bytes their ranks read of the other nodes' parts")
     if together and min(remote_by) <= 0:
-        fail(f"[{name}] node {remote_by.index(min(remote_by))} read no byte of a round from another node "
-             f"(bytes from peers' rounds per node: {remote_by})")
+        msg = (f"[{name}] node {remote_by.index(min(remote_by))} read no byte of a round from another node "
+               f"(bytes from peers' rounds per node: {remote_by})")
+        if strict:
+            fail(msg)
+        print(f"NOTE: {msg}")
     per_epoch = backend / epochs / total
     bound = MAX_PER_EPOCH if together else MAX_PER_EPOCH_SKIPPED
     print(f"[{name}] R {plan['shuffle_ratio']:.3f}, RL {plan['randomization_level']:.4f}, "
