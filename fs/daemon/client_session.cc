@@ -202,8 +202,8 @@ ClientReply ClientSession::batch(const json& r) {
   t.slot_offset = *slot * slot_bytes_;
   t.slot = staging_->data() + t.slot_offset;
   t.slot_bytes = slot_bytes_;
-  // The records (24 bytes) and member lengths must fit the reply.
-  const uint64_t fit = (kMaxReply - 4096) / (24 + (ds_->manifest().samples_grouped() ? 16 : 0));
+  // The records (24 bytes) and members (8 bytes; a few per sample) must fit the reply.
+  const uint64_t fit = (kMaxReply - 4096) / (24 + (ds_->manifest().samples_grouped() ? 32 : 0));
   LocatedBatch out;
   if (Status st = locate_samples(v, *start, std::min(*count, fit), t, gather_, out); !st)
     return error_reply(st.err(), st.message());
@@ -224,7 +224,7 @@ ClientReply ClientSession::batch(const json& r) {
         entry = m.member_name(s);
       }
       bytes += entry.dump().size() + 1;
-      if (bytes + 24 * n + 4 * out.member_lengths.size() + 256 > kMaxReply && i > 0) {
+      if (bytes + 24 * n + 8 * out.members.size() + 256 > kMaxReply && i > 0) {
         n = i;
         break;
       }
@@ -232,7 +232,7 @@ ClientReply ClientSession::batch(const json& r) {
     }
   }
   ClientReply reply;
-  reply.payload.reserve(24 * n + 4 * out.member_lengths.size());
+  reply.payload.reserve(24 * n + 8 * out.members.size());
   uint64_t staged = 0, in_memory = 0;
   size_t members = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -247,7 +247,10 @@ ClientReply ClientSession::batch(const json& r) {
     else ++in_memory;
   }
   if (ds_->manifest().samples_grouped())
-    for (size_t i = 0; i < members; ++i) put_u32(reply.payload, out.member_lengths[i]);
+    for (size_t i = 0; i < members; ++i) {
+      put_u32(reply.payload, out.members[i].first);
+      put_u32(reply.payload, out.members[i].second);
+    }
   reply.header = {{"ok", true}, {"start", *start}, {"count", n}, {"staged_bytes", staged}};
   if (names) reply.header["names"] = std::move(name_list);
   counters_.batches.fetch_add(1, std::memory_order_relaxed);

@@ -71,7 +71,10 @@ Status locate_samples(const EpochView& view, uint64_t start, uint64_t count, con
         return Status(EFBIG, "sample " + m.sample_name(id) + " has " + std::to_string(n) +
                                  " members: the client protocol counts at most 65535; read it through the mount");
       s.members = static_cast<uint16_t>(n);
-      for (uint32_t j = 0; j < n; ++j) out.member_lengths.push_back(static_cast<uint32_t>(m.sample_member(id, j).length));
+      for (uint32_t j = 0; j < n; ++j) {
+        const provenance::SampleMember member = m.sample_member(id, j);
+        out.members.emplace_back(static_cast<uint32_t>(member.offset), static_cast<uint32_t>(member.length));
+      }
     }
     out.samples.push_back(s);
   }

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "cache/gather.h"
@@ -42,7 +43,9 @@ struct LocateTarget {
 
 struct LocatedBatch {
   std::vector<LocatedSample> samples;
-  std::vector<uint32_t> member_lengths;  // grouped datasets: every sample's members in order
+  // Grouped datasets: every sample's members in order, as (first byte from
+  // the sample's, length): a tar shard's members have headers between them.
+  std::vector<std::pair<uint32_t, uint32_t>> members;
   uint64_t staged_bytes = 0;             // copied into the slot
   uint64_t memory_samples = 0;           // located in region 0
 };

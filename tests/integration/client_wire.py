@@ -76,7 +76,7 @@ class Wire:
         return header["view"], header["samples"]
 
     def batch(self, view, start, count, slot=0, names=False):
-        """[(sample id, bytes, member lengths)], header: the samples copied out of the regions."""
+        """[(sample id, [member bytes], region)], header: the samples copied out of the regions."""
         header, payload, _ = self.call({"op": "batch", "view": view, "start": start, "count": count, "slot": slot,
                                         "names": names})
         n = header["count"]
@@ -84,13 +84,16 @@ class Wire:
         pos = RECORD.size * n
         out = []
         for offset, sample, length, region, members in records:
-            lengths = [length]
+            spans = [(0, length)]
             if self.info["grouped"]:
-                lengths = list(struct.unpack_from(f"<{members}I", payload, pos))
-                pos += 4 * members
-                assert sum(lengths) == length, f"sample {sample}: members {lengths} do not add up to {length}"
+                pairs = struct.unpack_from(f"<{2 * members}I", payload, pos)
+                spans = list(zip(pairs[0::2], pairs[1::2]))
+                pos += 8 * members
+                for begin, n in spans:
+                    assert begin + n <= length, f"sample {sample}: member [{begin}, +{n}) outside its {length} bytes"
             mem = self.regions[region]
             assert offset + length <= len(mem), f"sample {sample}: [{offset}, +{length}) outside region {region}"
-            out.append((sample, bytes(mem[offset:offset + length]), lengths, region))
+            data = bytes(mem[offset:offset + length])
+            out.append((sample, [data[b:b + n] for b, n in spans], region))
         assert pos == len(payload), f"payload of {len(payload)} bytes, {pos} parsed"
         return out, header
