@@ -97,7 +97,8 @@ ClientReply ClientSession::handle(std::string_view text) {
 }
 
 std::string ClientSession::refusal(const Dataset& ds) const {
-  const std::string who = "user " + user_name(peer_.uid) + " (uid " + std::to_string(peer_.uid) + ")";
+  const std::string name = user_name(peer_.uid);
+  const std::string who = name == std::to_string(peer_.uid) ? "uid " + name : "user " + name + " (uid " + std::to_string(peer_.uid) + ")";
   if (peer_.uid == 0 || peer_.uid == policy_.daemon_uid) return "";
   if (!policy_.others_allowed)
     return who + " may not read this mount: dlfsd serves only its own user (allow_other is off, or dlfsd is not root)";
