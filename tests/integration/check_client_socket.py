@@ -7,7 +7,7 @@ client_wire.py (written from the spec), against the mount as the reference.
       varied sizes and slots, equals the mount's .tar view: the same samples in
       the same order, their member names and bytes. :memory: every sample was
       located in the dataset memory (region 0); :staged: some were copied into
-      staging (rounds, another node's stripe).
+      staging (rounds, another node's stripe); :both: some of each.
   fuse CTL_SOCKET MNT NAME  a whole view read through the socket costs no FUSE request
   refused MNT NAME    (as a user who may not read NAME) open is refused, EACCES, and says who
   hostile MNT NAME    garbage, wrong fields, huge packets, passed descriptors, a flood of
@@ -106,8 +106,10 @@ def check_formats(a):
               f"{a.worlds} equal the mount's .tar views; in dataset memory {regions[0]}, staged {regions[1]}")
         if expect == "memory" and regions[1]:
             fail(f"{name}: {regions[1]} samples were staged, every one should be in the dataset memory")
-        if expect == "staged" and not regions[1]:
+        if expect in ("staged", "both") and not regions[1]:
             fail(f"{name}: no sample was staged (rounds and other nodes' samples are copied into staging)")
+        if expect == "both" and not regions[0]:
+            fail(f"{name}: no sample was in this node's dataset memory")
 
 
 def fuse_requests(ctl_socket):
