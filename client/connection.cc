@@ -138,7 +138,7 @@ Connection::View Connection::view(uint32_t epoch, uint32_t world_size, uint32_t 
 }
 
 BatchResult Connection::batch(uint32_t view, uint64_t start, uint32_t count, uint32_t slot, std::vector<Located>& out,
-                              std::vector<uint32_t>& member_lengths) {
+                              std::vector<dlfs_member>& member_spans) {
   if (!fd_) lost(ECONNRESET, "the connection to dlfsd is closed");
   send_request(fd_.get(), json{{"op", "batch"}, {"view", view}, {"start", start}, {"count", count},
                                {"slot", slot}, {"names", false}});
@@ -153,36 +153,36 @@ BatchResult Connection::batch(uint32_t view, uint64_t start, uint32_t count, uin
     fail(EPROTO, where + ": its payload of " + std::to_string(payload.size()) + " bytes is short of " +
                      std::to_string(n) + " records of 24 bytes");
 
-  // The members' lengths follow the records: count them first, so that the
-  // payload's size is checked before any is read.
+  // The members (offset, length) follow the records: count them first, so
+  // that the payload's size is checked before any is read.
   uint64_t total_members = 0;
   for (uint32_t i = 0; i < n; ++i) total_members += le16(payload.data() + i * kRecordBytes + 22);
-  const uint64_t expected = n * kRecordBytes + (info_.grouped ? total_members * 4 : 0);
+  const uint64_t expected = n * kRecordBytes + (info_.grouped ? total_members * 8 : 0);
   if (payload.size() != expected)
     fail(EPROTO, where + ": its payload has " + std::to_string(payload.size()) + " bytes, " + std::to_string(n) +
-                     " records" + (info_.grouped ? " and " + std::to_string(total_members) + " member lengths" : "") +
+                     " records" + (info_.grouped ? " and " + std::to_string(total_members) + " members" : "") +
                      " make " + std::to_string(expected));
 
   // The slot asked for: a staged sample must lie inside it, anything else
   // would point at another batch's samples (or past the mapping).
   const uint64_t slot_begin = uint64_t(slot) * info_.slot_bytes;
   const uint64_t slot_end = slot < info_.slots ? slot_begin + info_.slot_bytes : slot_begin;
-  const uint8_t* lengths = payload.data() + n * kRecordBytes;
+  const uint8_t* spans = payload.data() + n * kRecordBytes;
   BatchResult result;
   const size_t first = out.size();
   // A reply found bad halfway leaves nothing behind: the caller's vectors
   // are as they were.
   struct Undo {
     std::vector<Located>& out;
-    std::vector<uint32_t>& lengths;
-    size_t out_size, lengths_size;
+    std::vector<dlfs_member>& spans;
+    size_t out_size, spans_size;
     bool armed = true;
     ~Undo() {
       if (!armed) return;
       out.resize(out_size);
-      lengths.resize(lengths_size);
+      spans.resize(spans_size);
     }
-  } undo{out, member_lengths, first, member_lengths.size()};
+  } undo{out, member_spans, first, member_spans.size()};
   for (uint32_t i = 0; i < n; ++i) {
     const uint8_t* r = payload.data() + i * kRecordBytes;
     const uint64_t offset = le64(r), sample = le64(r + 8);
@@ -210,18 +210,17 @@ BatchResult Connection::batch(uint32_t view, uint64_t start, uint32_t count, uin
     if (members == 0) fail(EPROTO, what + " has 0 members");
     if (!info_.grouped && members != 1)
       fail(EPROTO, what + " has " + std::to_string(members) + " members in a dataset that is not grouped");
-    const size_t index = member_lengths.size();
+    const size_t index = member_spans.size();
     if (info_.grouped) {
-      uint64_t sum = 0;
-      for (uint16_t m = 0; m < members; ++m, lengths += 4) {
-        member_lengths.push_back(le32(lengths));
-        sum += member_lengths.back();
+      for (uint16_t m = 0; m < members; ++m, spans += 8) {
+        const dlfs_member span{le32(spans), le32(spans + 4)};
+        if (span.offset > length || span.length > length - span.offset)
+          fail(EPROTO, what + ": its member " + std::to_string(m) + " at " + std::to_string(span.offset) + "+" +
+                           std::to_string(span.length) + " is outside its " + std::to_string(length) + " bytes");
+        member_spans.push_back(span);
       }
-      if (sum != length)
-        fail(EPROTO, what + ": its members' lengths add up to " + std::to_string(sum) + ", not its " +
-                         std::to_string(length) + " bytes");
     } else {
-      member_lengths.push_back(length);
+      member_spans.push_back(dlfs_member{0, length});
     }
     if (data == nullptr) data = reinterpret_cast<const uint8_t*>("");  // 0 bytes of an unmapped region
     out.push_back(Located{data, length, sample, members, index});

@@ -54,7 +54,7 @@ struct Located {
   uint64_t length;
   uint64_t sample;
   uint32_t members;
-  size_t member_index;  // its first member length in the caller's vector
+  size_t member_index;  // its first member in the caller's vector
 };
 
 struct BatchResult {
@@ -82,9 +82,9 @@ class Connection {
   bool views_full(uint32_t epoch, uint32_t world_size, uint32_t rank) const;
 
   // One batch request for [start, start + count) (count <= 4096) into `slot`:
-  // appends the samples to `out` and their member lengths to `member_lengths`.
+  // appends the samples to `out` and their members to `member_spans`.
   BatchResult batch(uint32_t view, uint64_t start, uint32_t count, uint32_t slot, std::vector<Located>& out,
-                    std::vector<uint32_t>& member_lengths);
+                    std::vector<dlfs_member>& member_spans);
 
   // After the daemon went away: no more requests, the mappings stay.
   void close_socket() { fd_.reset(); }

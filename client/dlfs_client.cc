@@ -44,7 +44,7 @@ struct dlfs_client {
 
   uint64_t calls = 0;  // dlfs_client_batch calls so far
   uint32_t next_slot = 0;
-  std::vector<std::vector<uint32_t>> slot_members;  // per slot: its call's member lengths
+  std::vector<std::vector<dlfs_member>> slot_members;  // per slot: its call's members
   std::vector<Located> located;                     // scratch of one call
 
   std::string error;

@@ -36,14 +36,23 @@ extern "C" {
 
 typedef struct dlfs_client dlfs_client;
 
+/* One member of a sample: its bytes are data + offset .. + length of the
+ * sample's (dlfs_sample.data). */
+typedef struct {
+  uint32_t offset;
+  uint32_t length;
+} dlfs_member;
+
 /* One sample of a batch.
  *
- * data, length: the sample's bytes (for a grouped dataset, its members' bytes
- *   back to back). Read-only memory: writing to it faults.
+ * data, length: the sample's bytes. Read-only memory: writing to it faults.
+ *   A grouped sample's bytes span its members, which need not be back to
+ *   back (in WebDataset tar shards the tar headers between them lie inside
+ *   the span): read each member through `member`.
  * sample_id: the sample's id, its position in the dataset's canonical order
  *   (the .index file's id).
- * members, member_lengths: 1 and {length} for a dataset that is not grouped;
- *   for a grouped one, its member count and their lengths in order.
+ * members, member: 1 and {0, length} for a dataset that is not grouped; for a
+ *   grouped one, its member count and where each lies, in order.
  *
  * How long the pointers stay valid: see dlfs_client_batch. */
 typedef struct {
@@ -51,7 +60,7 @@ typedef struct {
   uint64_t length;
   uint64_t sample_id;
   uint32_t members;
-  const uint32_t* member_lengths;
+  const dlfs_member* member;
 } dlfs_sample;
 
 /* Opens the dataset at dataset_dir, a dataset directory of a DLFS mount
@@ -91,7 +100,7 @@ DLFS_CLIENT_API int dlfs_client_view(dlfs_client* c, uint32_t epoch, uint32_t wo
  * (dlfs_client_slots()), in rotation, and one slot only.
  *   - A sample in the dataset memory stays valid while the client is open.
  *   - A sample dlfsd copied into the staging slot (one from another node, a
- *     round, a part not loaded yet), and every sample's member_lengths, stay
+ *     round, a part not loaded yet), and every sample's member, stay
  *     valid until slots - 1 further dlfs_client_batch calls have returned:
  *     with 4 slots, the samples of call n are overwritten by call n + 4.
  *   Copy what must live longer.

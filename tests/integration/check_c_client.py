@@ -22,9 +22,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from dlfs.index import ViewIndex, view_path  # noqa: E402
 
 
+class Member(ctypes.Structure):
+    _fields_ = [("offset", ctypes.c_uint32), ("length", ctypes.c_uint32)]
+
+
 class Sample(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("length", ctypes.c_uint64), ("sample_id", ctypes.c_uint64),
-                ("members", ctypes.c_uint32), ("member_lengths", ctypes.POINTER(ctypes.c_uint32))]
+                ("members", ctypes.c_uint32), ("member", ctypes.POINTER(Member))]
 
 
 def load(path):

@@ -97,7 +97,8 @@ TEST_F(ClientLib, SamplesInTheDatasetMemoryHaveTheirBytesAndIds) {
   expect_view_samples(out.data(), got, 0, 2, 3, 1);
   for (uint32_t i = 0; i < got; ++i) {
     EXPECT_EQ(out[i].members, 1u);
-    EXPECT_EQ(out[i].member_lengths[0], out[i].length);
+    EXPECT_EQ(out[i].member[0].offset, 0u);
+    EXPECT_EQ(out[i].member[0].length, out[i].length);
   }
   ASSERT_EQ(dlfs_client_batch(c.get(), 67, 10, out.data(), &got), 0);
   EXPECT_EQ(got, 0u);
@@ -207,7 +208,12 @@ TEST_F(ClientLib, GroupedSamplesHaveTheirMembersLengths) {
   for (uint32_t i = 0; i < got; ++i) {
     const auto& want = config.samples[out[i].sample_id].members;
     ASSERT_EQ(out[i].members, want.size());
-    for (uint32_t m = 0; m < out[i].members; ++m) EXPECT_EQ(out[i].member_lengths[m], want[m]);
+    uint32_t at = 0;
+    for (uint32_t m = 0; m < out[i].members; ++m) {
+      EXPECT_EQ(out[i].member[m].offset, at);
+      EXPECT_EQ(out[i].member[m].length, want[m]);
+      at += want[m];
+    }
   }
 }
 

@@ -208,8 +208,14 @@ void FakeClientDaemon::serve_connection(int fd) {
         put(records, s.bytes.size(), 4);
         put(records, region, 2);
         put(records, config_.grouped ? s.members.size() : 1, 2);
-        if (config_.grouped)
-          for (uint32_t m : s.members) put(lengths, m, 4);
+        if (config_.grouped) {
+          uint32_t at = 0;  // back to back here (a tar shard's have headers between them)
+          for (uint32_t m : s.members) {
+            put(lengths, at, 4);
+            put(lengths, m, 4);
+            at += m;
+          }
+        }
       }
       json header = {{"ok", true}, {"start", start}, {"count", done}, {"staged_bytes", staged}};
       switch (config_.garbage) {
@@ -222,7 +228,7 @@ void FakeClientDaemon::serve_connection(int fd) {
         case Garbage::kWrongStart: header["start"] = start + 1; break;
         case Garbage::kZeroCount: header["count"] = 0; records.clear(); lengths.clear(); break;
         case Garbage::kBadRegion: records[20] = 7; break;
-        case Garbage::kMembersMismatch: lengths[0] = static_cast<char>(lengths[0] + 1); break;
+        case Garbage::kMembersMismatch: lengths[4] = static_cast<char>(lengths[4] + 100); break;  // a member past its sample
       }
       send_reply(fd, header, records + lengths);
       if (++batches_here == config_.close_after_batches) break;

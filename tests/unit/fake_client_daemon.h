@@ -36,7 +36,7 @@ enum class Garbage {
   kWrongStart,        // "start" is not the one asked
   kZeroCount,         // 0 samples while start is below the view's size
   kBadRegion,         // a record in region 7
-  kMembersMismatch,   // a grouped sample's member lengths do not add up
+  kMembersMismatch,   // a grouped sample's member lies past the sample's bytes
 };
 
 struct FakeDatasetConfig {
