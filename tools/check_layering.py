@@ -7,7 +7,8 @@ The product is built in layers, lowest first (docs/architecture.md):
            <- fs/config <- fs/dataset <- fs/views <- fs/namespace <- fs/kernel <- fs/daemon
 
 A file may include headers of its own layer and of layers to its left, never
-of a layer to its right. Within fs/, no two modules (a .h and its .cc are one
+of a layer to its right. client/ (libdlfs-client, for third-party loaders)
+stands alone: it may include only client/ headers. Within fs/, no two modules (a .h and its .cc are one
 module) may include each other, directly or through others: such a loop means
 two concepts that cannot be understood, or tested, one without the other.
 (provenance/ has one such loop, Manifest::build and the format table it
@@ -24,6 +25,7 @@ import sys
 LAYERS = ["common", "provenance", "plan", "cache", "transport",
           "fs/config", "fs/dataset", "fs/views", "fs/namespace", "fs/kernel", "fs/daemon"]
 CYCLE_SCOPE = "fs/"  # where module loops are refused
+STANDALONE = ["client"]  # may include only their own headers
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -37,7 +39,7 @@ def layer_of(path):
 
 
 def product_files(root):
-    for layer in LAYERS:
+    for layer in LAYERS + STANDALONE:
         for d, _, files in os.walk(os.path.join(root, layer)):
             for f in files:
                 if f.endswith((".h", ".cc")):
@@ -91,6 +93,12 @@ def main():
         with open(os.path.join(a.root, path), encoding="utf-8") as f:
             text = f.read()
         mine = layer_of(path)
+        if mine is None:  # a STANDALONE directory
+            own = path.split("/")[0]
+            for inc in INCLUDE.findall(text):
+                if layer_of(inc) is not None or (inc.split("/")[0] in STANDALONE and not inc.startswith(own + "/")):
+                    errors.append(f"{path}: includes {inc}: {own}/ stands alone (it may include only {own}/ headers)")
+            continue
         if path.startswith(CYCLE_SCOPE):
             graph.setdefault(module_of(path), set())
         for inc in INCLUDE.findall(text):

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """tools/check_layering.py passes on the tree and refuses what it must: an
-include from a lower room of fs/ into a higher one, and two fs/ modules that
-include each other. Usage: check_layering_test.py SOURCE_ROOT"""
+include from a lower room of fs/ into a higher one, two fs/ modules that
+include each other, and an include from client/ (which stands alone) into
+the project. Usage: check_layering_test.py SOURCE_ROOT"""
 import os
 import subprocess
 import sys
@@ -44,6 +45,16 @@ def main():
         loop = run(script, t)
         if loop.returncode == 0 or "fs/kernel/a, fs/kernel/b" not in loop.stderr:
             failures.append("two modules that include each other were not refused: " + loop.stderr)
+    with tempfile.TemporaryDirectory() as t:
+        write(t, "client/a.cc", ["client/a.h"])
+        write(t, "client/a.h", [])
+        alone = run(script, t)
+        if alone.returncode != 0:
+            failures.append("client/ including its own headers was refused:\n" + alone.stderr)
+        write(t, "client/a.cc", ["client/a.h", "common/status.h"])
+        leak = run(script, t)
+        if leak.returncode == 0 or "client/ stands alone" not in leak.stderr:
+            failures.append("an include from client/ into common/ was not refused: " + leak.stderr)
     for f in failures:
         print("FAIL: " + f, file=sys.stderr)
     return 1 if failures else 0
