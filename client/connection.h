@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "client/dlfs_client.h"
 #include "client/failure.h"
 #include "client/packet.h"
 
