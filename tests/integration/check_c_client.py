@@ -14,6 +14,7 @@ rest (the library reconnects) and checks both halves.
 import ctypes
 import os
 import sys
+import tarfile
 import time
 
 from checklib import fail
@@ -108,6 +109,38 @@ def check_views(lib, ds_dir, epochs, worlds):
     print(f"views: {checked} samples equal to the mount's views")
 
 
+def check_members(lib, ds_dir, world):
+    """A grouped dataset: every sample's members, through dlfs_sample.member, equal the .tar view's members."""
+    c = open_client(lib, ds_dir)
+    if not lib.dlfs_client_grouped(c):
+        fail(f"{ds_dir}: the library says the dataset is not grouped")
+    checked = 0
+    for rank in range(world):
+        n = select(lib, c, 0, world, rank)
+        with tarfile.open(view_path(ds_dir, 0, world, rank) + ".tar") as t:
+            want = [t.extractfile(m).read() for m in t if m.isfile()]
+        got = []
+        out = (Sample * 100)()
+        count = ctypes.c_uint32()
+        pos = 0
+        while pos < n:
+            if lib.dlfs_client_batch(c, pos, 100, out, ctypes.byref(count)) != 0 or count.value == 0:
+                fail(f"batch at {pos}: {lib.dlfs_client_error(c).decode()}")
+            for i in range(count.value):
+                s = out[i]
+                for j in range(s.members):
+                    m = s.member[j]
+                    got.append(ctypes.string_at(s.data + m.offset, m.length) if m.length else b"")
+            pos += count.value
+        if got != want:
+            bad = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+            fail(f"rank {rank} of {world}: {len(got)} members through the library, {len(want)} in the .tar view; "
+                 f"the first difference at member {bad}")
+        checked += len(got)
+    lib.dlfs_client_close(c)
+    print(f"members: {checked} members of grouped samples equal to the mount's .tar views")
+
+
 def check_restart(lib, ds_dir, mark, go):
     c = open_client(lib, ds_dir)
     n = select(lib, c, 0, 1, 0)
@@ -135,6 +168,8 @@ def main():
     ds_dir, mode = sys.argv[2], sys.argv[3]
     if mode == "views":
         check_views(lib, ds_dir, [int(e) for e in sys.argv[4].split(",")], [int(w) for w in sys.argv[5].split(",")])
+    elif mode == "members":
+        check_members(lib, ds_dir, int(sys.argv[4]))
     elif mode == "restart":
         check_restart(lib, ds_dir, sys.argv[4], sys.argv[5])
     else:
