@@ -318,6 +318,11 @@ class Client:
             self._sock.close()
         self._sock = None
 
+    def __del__(self):
+        sock = getattr(self, "_sock", None)
+        if sock is not None:  # in a forked child this closes the child's copy only
+            sock.close()
+
     def __enter__(self):
         return self
 

@@ -21,6 +21,7 @@ from dlfs.index import ViewIndex
 from dlfs.tarstream import iter_members
 
 F_SEAL_FUTURE_WRITE = 0x10
+_servers = iter(range(1, 1 << 30))
 FILLER = 0xEE
 
 
@@ -103,7 +104,7 @@ class FakeServer:
 
     def start(self):
         self.generation += 1
-        self.path = os.path.join(self.directory, f"dlfsd-{self.generation}.client.sock")
+        self.path = os.path.join(self.directory, f"dlfsd-{next(_servers)}.client.sock")
         self._layout()
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         listener.bind(self.path)
@@ -196,7 +197,7 @@ class FakeServer:
         if self.batches != n:
             return False
         self.restart_at_batch = None
-        threading.Thread(target=self.restart, args=(down,), daemon=True).start()
+        self.restart(down)  # gone before the client can see EOF and come back
         return True
 
     def _answer(self, conn, data, state):
