@@ -101,7 +101,8 @@ class Client:
     seconds; then it raises ClientError saying the daemon went away. The
     old mappings are not unmapped: memoryviews handed out earlier stay
     readable. A Client belongs to the process that opened it (a DataLoader
-    worker opens its own): used after fork, or pickled, it raises."""
+    worker opens its own): used after fork, or pickled, it raises. One
+    thread at a time."""
 
     def __init__(self, dataset_dir=None, *, socket_path=None, dataset=None,
                  reconnect_timeout=DEFAULT_RECONNECT_TIMEOUT):
@@ -194,7 +195,7 @@ class Client:
         self.fixed_size = head.get("fixed_size", 0)
         self.region_bytes = (regions[0]["bytes"], regions[1]["bytes"])
         self.slots, self.slot_bytes = slots, slot_bytes
-        self._next_slot = 0
+        self._next_slot %= slots  # the rotation goes on (a new daemon's staging memory is a new region)
         # The mmaps slice into bytes (copies), the memoryviews into memoryviews
         # (no copy). The previous connection's stay alive as long as anything
         # handed out still points into them.

@@ -235,7 +235,12 @@ def _choose_socket(dataset_dir, zero_copy, opportunistic, path):
             raise ClientUnavailable(f"{path}: an opportunistic view's order is decided as it is read: dlfsd serves "
                                     "it through the mount only (zero_copy=False or 'auto')", "EINVAL")
         return None
-    found = find_socket(dataset_dir)
+    try:
+        found = find_socket(dataset_dir)
+    except OSError:
+        if zero_copy is True:
+            raise
+        found = None  # "auto": whatever is wrong with the attributes, the mount reads
     if found is None and zero_copy is True:
         raise ClientUnavailable(f"{dataset_dir}: zero_copy=True, but there is no DLFS client socket for it (no "
                                 f"user.dlfs.client_socket attribute on epochs/0/1/0.index: not a DLFS mount, or "
