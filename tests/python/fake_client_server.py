@@ -171,7 +171,8 @@ class FakeServer:
     # -- one connection ----------------------------------------------------
 
     def _serve(self, conn):
-        state = {"open": False, "views": {}, "next_view": 1, "staging": None}
+        # view ids differ between daemon generations: a client must use the ids of its new connection
+        state = {"open": False, "views": {}, "next_view": 100 * self.generation + 1, "staging": None}
         try:
             while True:
                 try:
