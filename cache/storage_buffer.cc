@@ -45,6 +45,13 @@ Result<std::unique_ptr<StorageBuffer>> StorageBuffer::create(uint64_t range_begi
   b->staged_ = std::make_unique<std::atomic<uint8_t>[]>(b->extent_count_);
   if (b->capacity_ == 0) return b;
 
+  if (options.shared) {
+    DLFS_ASSIGN_OR_RETURN(b->shared_, SharedMemory::create("dlfs-dataset", b->capacity_, options.huge_pages));
+    b->huge_ = b->shared_->huge_pages();
+    b->map_len_ = b->shared_->mapped_bytes();
+    b->base_ = b->shared_->data();
+    return b;
+  }
   void* p = MAP_FAILED;
   if (options.huge_pages) {
     // No MAP_NORESERVE here: with it the kernel would accept the mapping even
@@ -70,8 +77,10 @@ Result<std::unique_ptr<StorageBuffer>> StorageBuffer::create(uint64_t range_begi
 }
 
 StorageBuffer::~StorageBuffer() {
-  if (base_ != nullptr) ::munmap(base_, map_len_);
+  if (base_ != nullptr && !shared_) ::munmap(base_, map_len_);
 }
+
+int StorageBuffer::memory_fd() const { return shared_ ? shared_->fd() : -1; }
 
 uint64_t StorageBuffer::extent_length(uint64_t e) const {
   uint64_t b = begin_ + e * extent_size_;

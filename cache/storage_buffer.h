@@ -3,9 +3,13 @@
 // It covers a range [begin, end) of the dataset byte space (the whole dataset
 // on a cluster of one; one stripe per node later), split into fixed-size
 // extents (the last one may be shorter). An extent is the unit of loading,
-// residency and checksumming. Memory is one anonymous mapping (huge pages
-// where the kernel gives them), sized min(range, budget): extents that do not
-// fit the budget are never resident and are read from the backend on demand.
+// residency and checksumming. Memory is one mapping sized min(range,
+// budget): extents that do not fit the budget are never resident and are
+// read from the backend on demand. By default the mapping is a sealed memfd
+// (cache/shared_memory.h) that local clients map read-only
+// (docs/client-protocol.md); they read only extents the daemon told them
+// are resident, whose bytes never change again, so a client never sees an
+// extent being loaded (or given bytes, below) however the two interleave.
 //
 // Residency is published with release/acquire on a per-extent state byte:
 // once an extent reads `resident`, its bytes and checksum are final and stay
@@ -33,6 +37,7 @@
 #include <vector>
 
 #include "cache/given_ranges.h"
+#include "cache/shared_memory.h"
 #include "cache/load_yield.h"
 #include "common/status.h"
 
@@ -51,6 +56,8 @@ struct StorageOptions {
   uint64_t extent_size = 8ull << 20;   // bytes per extent
   uint64_t memory_budget = ~0ull;      // bytes of memory this buffer may use
   bool huge_pages = true;              // try MAP_HUGETLB, then MADV_HUGEPAGE
+  // A memfd clients can map (cache/shared_memory.h), else anonymous memory.
+  bool shared = true;
 };
 
 class StorageBuffer {
@@ -71,6 +78,9 @@ class StorageBuffer {
   uint64_t cacheable_extents() const { return cacheable_; }
   uint64_t capacity_bytes() const { return capacity_; }  // bytes of memory mapped
   bool huge_pages_in_use() const { return huge_; }
+  // The memory as a sealed memfd for clients (-1: anonymous memory, or none).
+  int memory_fd() const;
+  const std::byte* memory_base() const { return base_; }
 
   // Extent holding byte-space offset `data_offset` (begin <= offset < end).
   uint64_t extent_of(uint64_t data_offset) const { return (data_offset - begin_) / extent_size_; }
@@ -160,6 +170,7 @@ class StorageBuffer {
   uint64_t map_len_ = 0;   // capacity_ rounded up to the page (or huge page) size
   bool huge_ = false;
   std::byte* base_ = nullptr;
+  std::unique_ptr<SharedMemory> shared_;  // owns base_ when options.shared
   std::unique_ptr<std::atomic<uint8_t>[]> state_;
   std::unique_ptr<uint64_t[]> checksum_;
   std::unique_ptr<std::atomic<uint8_t>[]> staged_;

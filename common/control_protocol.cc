@@ -19,7 +19,10 @@ std::string default_control_dir() {
   return "/tmp/dlfs-" + std::to_string(::geteuid());
 }
 
-std::string default_control_socket(const std::string& mountpoint) {
+namespace {
+
+// '/mnt/a-b' -> 'mnt-a\x2db' (systemd-escape style).
+std::string escaped_mountpoint(const std::string& mountpoint) {
   std::string abs = std::filesystem::absolute(mountpoint).lexically_normal().string();
   while (abs.size() > 1 && abs.back() == '/') abs.pop_back();
   std::string escaped;
@@ -33,7 +36,18 @@ std::string default_control_socket(const std::string& mountpoint) {
     else escaped += c;
   }
   if (escaped.empty()) escaped = "root";
-  return default_control_dir() + "/" + escaped + ".sock";
+  return escaped;
+}
+
+}  // namespace
+
+std::string default_control_socket(const std::string& mountpoint) {
+  return default_control_dir() + "/" + escaped_mountpoint(mountpoint) + ".sock";
+}
+
+std::string default_client_socket(const std::string& mountpoint) {
+  if (::geteuid() == 0) return "/run/dlfs-client/" + escaped_mountpoint(mountpoint) + ".sock";
+  return default_control_dir() + "/" + escaped_mountpoint(mountpoint) + ".client.sock";
 }
 
 std::string json_text(const nlohmann::json& j, int indent) {

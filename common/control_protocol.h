@@ -22,6 +22,10 @@ inline constexpr size_t kMaxControlLine = 1 << 20;  // requests and responses
 // /run/dlfs/<mountpoint, '/' -> '-'>.sock as root, else under $XDG_RUNTIME_DIR
 // or /tmp/dlfs-<uid>/. "/mnt/dlfs" -> "/run/dlfs/mnt-dlfs.sock".
 std::string default_control_socket(const std::string& mountpoint);
+// The client socket's default (docs/client-protocol.md): every user must
+// reach it, so as root it is not in the control directory (0700) but in
+// /run/dlfs-client (0755); otherwise beside the control socket.
+std::string default_client_socket(const std::string& mountpoint);
 std::string default_control_dir();
 
 // The JSON text of `j` (one line, or indented by `indent`), for the control

@@ -44,6 +44,11 @@ constexpr std::array<std::string_view, 2> enum_names(AutoOff) { return {"auto", 
   KEY(mountpoint, std::string, "", "-m,--mountpoint", "Where to mount (an existing, empty directory)", .required()) \
   KEY(control_socket, std::string, "", "--control-socket", "Control socket path",                                   \
       .note("/run/dlfs/<mountpoint>.sock"))                                                                         \
+  KEY(client_socket, std::string, "", "--client-socket",                                                            \
+      "Socket local clients read samples from dlfsd's memory through, without FUSE (docs/client-protocol.md; "      \
+      "python/dlfs and libdlfs-client use it when it is there). Who may read is checked per connection as for "     \
+      "the views. off: no socket",                                                                                  \
+      .note("/run/dlfs-client/<mountpoint>.sock as root, else beside the control socket"))                          \
   KEY(log_level, std::string, "info", "--log-level", "trace, debug, info, warn, error or off")                      \
   KEY(fuse_threads, unsigned, 16, "--fuse-threads", "Most FUSE worker threads", .range(1, 4096))                    \
   KEY(allow_other, bool, true, "", "Let every user read the mount (when dlfsd runs as root)")                       \

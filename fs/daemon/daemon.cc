@@ -17,6 +17,7 @@
 
 #include "common/control_protocol.h"
 #include "common/units.h"
+#include "fs/daemon/client_server.h"
 #include "fs/daemon/control_server.h"
 #include "fs/daemon/control_verify.h"
 #include "fs/kernel/mountpoint_check.h"
@@ -78,6 +79,7 @@ Status not_ready(const DatasetSlot& slot) {
 Daemon::Daemon(DaemonConfig config) : config_(std::move(config)), started_(std::chrono::steady_clock::now()) {}
 
 Daemon::~Daemon() {
+  client_.reset();
   control_.reset();  // no control requests while the rest goes away
   stopping_ = true;
   if (startup_.joinable()) startup_.join();  // run() normally has
@@ -91,6 +93,7 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config) {
   if (!mnt) return mnt.status();
   config.mountpoint = *mnt;
   if (config.control_socket.empty()) config.control_socket = default_control_socket(config.mountpoint);
+  if (config.client_socket.empty()) config.client_socket = default_client_socket(config.mountpoint);
 
   std::unique_ptr<Daemon> d(new Daemon(std::move(config)));
   auto budget = resolve_memory_budget(d->config_.memory_budget, physical_memory_bytes());
@@ -122,6 +125,7 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config) {
       d->slots_, [raw = d.get()](const Reader* reader) { return json_text(raw->snapshot(true, reader), 2) + "\n"; },
       now_ns(), ::geteuid(),
       ::getegid());
+  DLFS_RETURN_IF_ERROR(d->start_client_server());
   // Before the control server, whose stats read it.
   d->kernel_ = std::make_unique<KernelSession>(d->config_, *d->namespace_);
   auto control = ControlServer::start(d->config_.control_socket, *d);
@@ -151,6 +155,7 @@ void Daemon::stop_datasets() {
   startup_.join();  // a scan under way ends first: it cannot be cut short
   // Requests still parked get EIO before the session goes.
   for (auto& slot : slots_) slot->fail(Status(ESHUTDOWN, "dlfsd is stopping"));
+  client_.reset();  // after the slots failed: a session waiting for a scan has its answer
   for (auto& slot : slots_)
     if (Dataset* d = slot->get()) d->stop_loading();
 }
@@ -280,6 +285,28 @@ Status Daemon::join_cluster(const std::vector<Dataset*>& datasets) {
   return Status::ok();
 }
 
+Status Daemon::start_client_server() {
+  if (config_.client_socket == "off") return Status::ok();
+  ClientPolicy policy;
+  policy.others_allowed = config_.allow_other && ::geteuid() == 0;  // as the mount's allow_other
+  policy.daemon_uid = ::geteuid();
+  DatasetLookup lookup = [this](const std::string& name) -> Result<const Dataset*> {
+    for (const auto& slot : slots_)
+      if (slot->name() == name) {
+        DLFS_ASSIGN_OR_RETURN(Dataset * d, slot->wait());
+        return static_cast<const Dataset*>(d);
+      }
+    std::string names;
+    for (const auto& slot : slots_) names += (names.empty() ? "'" : ", '") + slot->name() + "'";
+    return Status(ENOENT, "no dataset '" + name + "' here (datasets: " + names + ")");
+  };
+  auto server = ClientServer::start(config_.client_socket, policy, std::move(lookup));
+  if (!server) return server.status();
+  client_ = std::move(server).value();
+  namespace_->set_client_socket(client_->path());
+  return Status::ok();
+}
+
 nlohmann::json Daemon::snapshot(bool detailed, const Reader* reader) const {
   DaemonFacts f;
   f.version = DLFS_VERSION;
@@ -290,6 +317,7 @@ nlohmann::json Daemon::snapshot(bool detailed, const Reader* reader) const {
   nlohmann::json j = build_stats(f, slots_, detailed, namespace_.get(), reader);
   if (transport::Cluster* c = cluster_live_.load()) j["cluster"] = c->status();
   if (detailed) j["fuse"] = kernel_->stats();
+  if (detailed && client_) j["client"] = client_->stats();
   return j;
 }
 

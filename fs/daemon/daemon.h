@@ -34,6 +34,7 @@
 
 namespace dlfs::fs {
 
+class ClientServer;
 class ControlServer;
 
 class Daemon final : public ControlHandler {
@@ -57,6 +58,8 @@ class Daemon final : public ControlHandler {
   // reader: who asks through /.dlfs/stats (fs/daemon/stats.h); null: everything.
   nlohmann::json snapshot(bool detailed, const Reader* reader = nullptr) const;
   Result<const Dataset*> dataset_arg(const nlohmann::json& args) const;
+  // The client socket (docs/client-protocol.md), unless client_socket is off.
+  Status start_client_server();
   Status join_cluster(const std::vector<Dataset*>& datasets);
   // The startup thread: scans, joins, publishes (see the top of this file).
   void start_datasets();
@@ -78,6 +81,8 @@ class Daemon final : public ControlHandler {
   std::unique_ptr<Namespace> namespace_;
   std::unique_ptr<KernelSession> kernel_;  // after namespace_: answers from it until it goes
   std::unique_ptr<ControlServer> control_;
+  // After namespace_ and slots_ (goes first): its sessions read the datasets.
+  std::unique_ptr<ClientServer> client_;
   std::atomic<bool> unmount_requested_{false};
   std::thread startup_;
   std::atomic<bool> stopping_{false};  // tells the startup thread to scan nothing more

@@ -126,6 +126,7 @@ Result<std::unique_ptr<Dataset>> Dataset::open(const DatasetConfig& config, uint
   uint64_t largest = 0;
   for (uint64_t i = 0; i < ds->manifest_.sample_count(); ++i)
     largest = std::max(largest, ds->manifest_.sample(i).length);
+  ds->largest_sample_ = largest;
   ds->ring_slot_bytes_ = static_cast<size_t>(std::clamp<uint64_t>(largest, 512, 1 << 20));
   ds->prefetcher_ = std::make_unique<cache::Prefetcher>(2);
 

@@ -109,6 +109,7 @@ class Dataset {
   cache::RoundPipeline* round_pipeline() const { return pipeline_.get(); }
   cache::Prefetcher& prefetcher() const { return *prefetcher_; }
   size_t ring_slot_bytes() const { return ring_slot_bytes_; }  // largest sample, at most 1 MiB
+  uint64_t largest_sample() const { return largest_sample_; }  // bytes
   // Memory this dataset costs beyond the resident bytes (manifest and tables).
   uint64_t metadata_bytes() const;
 
@@ -132,6 +133,7 @@ class Dataset {
   std::unique_ptr<cache::RoundPipeline> pipeline_;  // after backend_ and planner_: reads through one, plans from the other
   std::unique_ptr<cache::Prefetcher> prefetcher_;  // after planner_: stops first
   size_t ring_slot_bytes_ = 4096;
+  uint64_t largest_sample_ = 0;
   uint64_t fingerprint_ = 0;
   mutable ViewCounters raw_counters_;
   mutable ViewCounters view_counters_;

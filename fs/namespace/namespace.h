@@ -107,6 +107,10 @@ class Namespace {
   // Extended attributes: the epoch views describe their plan (docs/views.md).
   Result<std::string> getxattr(uint64_t ino, const std::string& name) const;
   Result<std::vector<std::string>> listxattr(uint64_t ino) const;
+  // The client socket (docs/client-protocol.md) that view files name in
+  // user.dlfs.client_socket, with their dataset in user.dlfs.dataset; ""
+  // (the default): none. Set before the mount.
+  void set_client_socket(std::string path) { client_socket_ = std::move(path); }
 
   const DatasetSlots& datasets() const { return datasets_; }
   // The epoch view ids of dataset `i` (fs/views/view_registry.h), for stats and tests.
@@ -149,6 +153,8 @@ class Namespace {
   // Destroyed before the datasets (their views read through them).
   std::vector<std::unique_ptr<ViewRegistry>> views_;
   mutable GeneratedFiles generated_;
+  std::string client_socket_;
+  std::vector<std::string> view_xattr_names() const;
   StatsText stats_text_;
   int64_t start_time_ns_;
   uint32_t uid_, gid_;

@@ -209,6 +209,11 @@ Status Namespace::read_view(const NodeId& n, uint64_t offset, uint64_t size, cac
   return counted_view_read(ds, std::move(s), f.size_costs_work() ? nullptr : &out);
 }
 
+namespace {
+constexpr const char* kClientSocketXattr = "user.dlfs.client_socket";
+constexpr const char* kDatasetXattr = "user.dlfs.dataset";
+}  // namespace
+
 Result<std::string> Namespace::getxattr(uint64_t ino, const std::string& name) const {
   auto n = decode_ino(ino);
   if (!n) return not_found();
@@ -220,6 +225,8 @@ Result<std::string> Namespace::getxattr(uint64_t ino, const std::string& name) c
     DLFS_ASSIGN_OR_RETURN(view, view_of(*n));
   }
   if (!view) return Status(ENODATA, "no such attribute");
+  if (name == kClientSocketXattr && !client_socket_.empty()) return client_socket_;
+  if (name == kDatasetXattr && !client_socket_.empty()) return view->dataset().name();
   std::string value = view->xattr(name);
   if (value.empty()) return Status(ENODATA, "no such attribute");
   return value;
@@ -230,10 +237,19 @@ Result<std::vector<std::string>> Namespace::listxattr(uint64_t ino) const {
   if (!n) return not_found();
   if (n->kind == NodeKind::generated) {
     DLFS_ASSIGN_OR_RETURN(const GeneratedFiles::File f, generated_.get(n->index));
-    if (f.view) return EpochView::xattr_names();
+    if (f.view) return view_xattr_names();
   }
   if (n->kind != NodeKind::view) return std::vector<std::string>{};
-  return EpochView::xattr_names();
+  return view_xattr_names();
+}
+
+std::vector<std::string> Namespace::view_xattr_names() const {
+  std::vector<std::string> names = EpochView::xattr_names();
+  if (!client_socket_.empty()) {
+    names.push_back(kClientSocketXattr);
+    names.push_back(kDatasetXattr);
+  }
+  return names;
 }
 
 }  // namespace dlfs::fs

@@ -43,6 +43,7 @@ using Reader = std::function<std::string(const DaemonConfig&, const DatasetConfi
 #define S(key, member) {key, [](const DaemonConfig&, const DatasetConfig& d) { return str(d.member); }}
 const std::map<std::string, Reader> kMembers = {
     D("daemon.mountpoint", mountpoint),          D("daemon.control_socket", control_socket),
+    D("daemon.client_socket", client_socket),
     D("daemon.log_level", log_level),            D("daemon.fuse_threads", fuse_threads),
     D("daemon.allow_other", allow_other),        D("daemon.entry_timeout_s", entry_timeout_s),
     D("daemon.attr_timeout_s", attr_timeout_s),  D("daemon.passthrough", passthrough),  D("cache.memory_budget", memory_budget),

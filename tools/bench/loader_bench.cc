@@ -2,7 +2,10 @@
 // dataset directory (scan, then load, optionally verify).
 //
 //   loader_bench generate DIR TOTAL FILE_SIZE   # e.g. /tmp/ds 2GiB 256KiB
-//   loader_bench load DIR [threads=4] [extent=8MiB] [read_size=8MiB] [verify]
+//   loader_bench load DIR [threads=4] [extent=8MiB] [read_size=8MiB] [verify] [anon]
+//
+// anon: anonymous memory instead of the sealed memfd clients map
+// (cache/shared_memory.h), to compare the two.
 //
 // For a cold-cache figure, drop the page cache between runs
 // (sync; echo 3 > /proc/sys/vm/drop_caches).
@@ -35,7 +38,7 @@ double now_s() {
 int usage() {
   std::fprintf(stderr,
                "usage: loader_bench generate DIR TOTAL FILE_SIZE\n"
-               "       loader_bench load DIR [threads] [extent] [read_size] [verify]\n");
+               "       loader_bench load DIR [threads] [extent] [read_size] [verify] [anon]\n");
   return 2;
 }
 
@@ -63,7 +66,7 @@ int generate(const std::string& dir, uint64_t total, uint64_t file_size) {
   return 0;
 }
 
-int load(const std::string& dir, unsigned threads, uint64_t extent, uint64_t read_size, bool verify) {
+int load(const std::string& dir, unsigned threads, uint64_t extent, uint64_t read_size, bool verify, bool shared) {
   double t0 = now_s();
   auto manifest = dlfs::provenance::Manifest::build(dir, {});
   if (!manifest) {
@@ -78,6 +81,7 @@ int load(const std::string& dir, unsigned threads, uint64_t extent, uint64_t rea
   }
   dlfs::cache::StorageOptions so;
   so.extent_size = extent;
+  so.shared = shared;
   auto buffer = dlfs::cache::StorageBuffer::create(0, manifest->total_bytes(), so);
   if (!buffer) {
     std::fprintf(stderr, "%s\n", buffer.status().message().c_str());
@@ -88,8 +92,8 @@ int load(const std::string& dir, unsigned threads, uint64_t extent, uint64_t rea
   loader.start();
   loader.wait();
   auto p = loader.progress();
-  std::printf("files=%u bytes=%s scan=%.2fs threads=%u extent=%s read_size=%s load=%.2fs rate=%s failed=%llu\n",
-              manifest->file_count(), format_size(p.bytes_total).c_str(), scan_s, threads,
+  std::printf("memory=%s files=%u bytes=%s scan=%.2fs threads=%u extent=%s read_size=%s load=%.2fs rate=%s failed=%llu\n",
+              shared ? "memfd" : "anonymous", manifest->file_count(), format_size(p.bytes_total).c_str(), scan_s, threads,
               format_size(extent).c_str(), format_size(read_size).c_str(), p.elapsed_s,
               format_rate(p.rate_bps).c_str(), static_cast<unsigned long long>(p.extents_failed));
   if (verify) {
@@ -116,9 +120,14 @@ int main(int argc, char** argv) {
     unsigned threads = a.size() > 2 ? static_cast<unsigned>(std::stoul(a[2])) : 4;
     auto extent = parse_size(a.size() > 3 ? a[3] : "8MiB");
     auto read_size = parse_size(a.size() > 4 ? a[4] : "8MiB");
-    bool verify = a.size() > 5 && a[5] == "verify";
+    bool verify = false, shared = true;
+    for (size_t i = 5; i < a.size(); ++i) {
+      if (a[i] == "verify") verify = true;
+      else if (a[i] == "anon") shared = false;
+      else return usage();
+    }
     if (!extent || !read_size || threads == 0) return usage();
-    return load(a[1], threads, *extent, *read_size, verify);
+    return load(a[1], threads, *extent, *read_size, verify, shared);
   }
   return usage();
 }

@@ -1,0 +1,222 @@
+#include "fs/daemon/client_server.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "common/control_protocol.h"
+
+namespace dlfs::fs {
+namespace {
+
+// The socket's directory: as root a directory of its own, 0755 (others
+// reach the socket, only root changes the directory); otherwise 0700. An
+// existing one must not let other users swap the socket.
+Status prepare_dir(const std::string& dir, bool open_to_others) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return Status(ec.value(), "client socket directory '" + dir + "': " + ec.message());
+    ::chmod(dir.c_str(), open_to_others ? 0755 : 0700);
+    return Status::ok();
+  }
+  if (!S_ISDIR(st.st_mode)) return Status(ENOTDIR, "client socket directory '" + dir + "' is not a directory");
+  if ((st.st_mode & 0022) && !(st.st_mode & S_ISVTX))
+    return Status(EPERM, "client socket directory '" + dir + "' is writable by other users");
+  if (st.st_uid != 0 && st.st_uid != ::geteuid())
+    return Status(EPERM, "client socket directory '" + dir + "' belongs to another user");
+  return Status::ok();
+}
+
+bool something_answers(const sockaddr_un& addr) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  return fd.valid() && ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+}
+
+PeerCredentials peer_of(int fd) {
+  PeerCredentials p;
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+    p.uid = cred.uid;
+    p.gid = cred.gid;
+    p.pid = cred.pid;
+  } else {
+    p.uid = p.gid = UINT32_MAX;  // nobody: refused below unless the dataset is open to all
+  }
+  std::vector<gid_t> groups(64);
+  for (int tries = 0; tries < 3; ++tries) {
+    len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) == 0) {
+      groups.resize(len / sizeof(gid_t));
+      p.groups.assign(groups.begin(), groups.end());
+      break;
+    }
+    if (errno != ERANGE) break;  // unknown groups count against the peer (Audience::may_read)
+    groups.resize(len / sizeof(gid_t) + 1);
+  }
+  return p;
+}
+
+// One reply packet: u32 header length, header, payload; descriptors attached.
+bool send_reply(int fd, const ClientReply& r) {
+  const std::string header = json_text(r.header);
+  const uint32_t len = static_cast<uint32_t>(header.size());
+  std::string packet;
+  packet.reserve(4 + header.size() + r.payload.size());
+  packet.append(reinterpret_cast<const char*>(&len), 4);
+  packet += header;
+  packet += r.payload;
+  iovec iov{packet.data(), packet.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  std::vector<char> control;
+  if (!r.fds.empty()) {
+    control.assign(CMSG_SPACE(sizeof(int) * r.fds.size()), 0);
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * r.fds.size());
+    std::memcpy(CMSG_DATA(c), r.fds.data(), sizeof(int) * r.fds.size());
+  }
+  for (;;) {
+    if (::sendmsg(fd, &msg, MSG_NOSIGNAL) >= 0) return true;
+    if (errno != EINTR) return false;
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ClientServer>> ClientServer::start(const std::string& path, ClientPolicy policy,
+                                                          DatasetLookup lookup) {
+  const std::string what = "client socket '" + path + "'";
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) return Status(ENAMETOOLONG, what + ": path too long");
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const bool open_to_others = ::geteuid() == 0 && policy.others_allowed;
+  DLFS_RETURN_IF_ERROR(prepare_dir(std::filesystem::path(path).parent_path().string(), open_to_others));
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) return Status(EEXIST, what + " exists and is not a socket");
+    if (something_answers(addr)) return Status(EADDRINUSE, what + " is in use by another dlfsd");
+    ::unlink(path.c_str());  // stale: its daemon is gone
+  }
+  std::unique_ptr<ClientServer> s(new ClientServer(path, policy, std::move(lookup)));
+  s->listen_fd_.reset(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!s->listen_fd_.valid()) return Status::from_errno(errno, what);
+  mode_t old = ::umask(0177);  // never briefly open to others before the chmod
+  int rc = ::bind(s->listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  int err = errno;
+  ::umask(old);
+  if (rc != 0) return Status::from_errno(err, what);
+  ::chmod(path.c_str(), open_to_others ? 0666 : 0600);
+  if (::listen(s->listen_fd_.get(), 64) != 0) return Status::from_errno(errno, what);
+  s->wake_fd_.reset(::eventfd(0, EFD_CLOEXEC));
+  if (!s->wake_fd_.valid()) return Status::from_errno(errno, "eventfd");
+  s->acceptor_ = std::thread([raw = s.get()] { raw->accept_loop(); });
+  return s;
+}
+
+ClientServer::~ClientServer() {
+  stopping_ = true;
+  uint64_t one = 1;
+  if (wake_fd_.valid()) (void)!::write(wake_fd_.get(), &one, sizeof one);  // never read: stays readable
+  if (acceptor_.joinable()) acceptor_.join();
+  while (active_.load() > 0) ::usleep(10000);  // each connection's thread sees the wake and ends
+  ::unlink(path_.c_str());
+}
+
+void ClientServer::accept_loop() {
+  while (!stopping_) {
+    pollfd fds[2] = {{listen_fd_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) continue;
+    if (fds[1].revents) break;
+    int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    counters_.connections.fetch_add(1, std::memory_order_relaxed);
+    if (active_.load() >= kMaxConnections) {
+      ClientReply busy;
+      busy.header = {{"ok", false}, {"code", "EBUSY"},
+                     {"error", "dlfsd serves " + std::to_string(kMaxConnections) + " client connections already"}};
+      (void)send_reply(fd, busy);
+      ::close(fd);
+      continue;
+    }
+    ++active_;
+    std::thread([this, fd] {
+      serve(fd);
+      ::close(fd);
+      --active_;
+    }).detach();
+  }
+}
+
+void ClientServer::serve(int fd) {
+  counters_.open_connections.fetch_add(1, std::memory_order_relaxed);
+  // Replies up to ClientSession::kMaxReply: a packet must fit the send buffer.
+  int sndbuf = 1 << 20;
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+  ClientSession session(peer_of(fd), policy_, lookup_, counters_);
+  std::vector<char> buf(ClientSession::kMaxRequest + 1);
+  while (!stopping_) {
+    pollfd fds[2] = {{fd, POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (fds[1].revents) break;
+    if (fds[0].revents & (POLLERR | POLLNVAL)) break;
+    // MSG_TRUNC: the packet's real length, to refuse one too large. A
+    // client's descriptors (SCM_RIGHTS) are not wanted: with no control
+    // buffer the kernel closes them.
+    const ssize_t n = ::recv(fd, buf.data(), buf.size(), MSG_TRUNC);
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      break;
+    }
+    if (n == 0) break;  // the client closed (or died)
+    ClientReply reply = static_cast<size_t>(n) > ClientSession::kMaxRequest
+                            ? session.too_large()
+                            : session.handle(std::string_view(buf.data(), static_cast<size_t>(n)));
+    if (!send_reply(fd, reply)) {
+      spdlog::debug("client socket: reply to pid {} failed: {}", session.peer().pid, std::strerror(errno));
+      break;
+    }
+    if (reply.close) {
+      spdlog::warn("client socket: closed the connection of pid {} (uid {}): {}", session.peer().pid,
+                   session.peer().uid, reply.header.value("error", ""));
+      break;
+    }
+  }
+  counters_.open_connections.fetch_sub(1, std::memory_order_relaxed);
+}
+
+nlohmann::json ClientServer::stats() const {
+  auto v = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  return {{"socket", path_},
+          {"connections", v(counters_.connections)},
+          {"open_connections", v(counters_.open_connections)},
+          {"opens", v(counters_.opens)},
+          {"refused", v(counters_.refused)},
+          {"bad_requests", v(counters_.bad_requests)},
+          {"batches", v(counters_.batches)},
+          {"memory_samples", v(counters_.memory_samples)},
+          {"staged_samples", v(counters_.staged_samples)},
+          {"staged_bytes", v(counters_.staged_bytes)}};
+}
+
+}  // namespace dlfs::fs
