@@ -385,13 +385,15 @@ class ClientView:
 class Located:
     """One batch reply, parsed: per sample `offsets`, `ids` (the `.index`
     ids), `lengths`, `regions` (0 dataset memory, 1 staging), `members`
-    (1, or a grouped sample's member count); `member_lengths` (grouped
-    datasets: all samples' members in order, else None) and `names` (when
-    asked: a member name per sample, or a list of them for a grouped
-    dataset)."""
+    (1, or a grouped sample's member count); `member_offsets` and
+    `member_lengths` (grouped datasets, else None: all samples' members in
+    order, each member's first byte counted from its sample's offset, and
+    its length; a grouped sample's bytes span its members, which need not be
+    back to back) and `names` (when asked: a member name per sample, or a
+    list of them for a grouped dataset)."""
 
     __slots__ = ("start", "count", "slot", "staged_bytes", "offsets", "ids", "lengths", "regions", "members",
-                 "member_lengths", "names", "_mmaps", "_views")
+                 "member_offsets", "member_lengths", "names", "_mmaps", "_views")
 
     def __init__(self, client, view, head, payload, start, asked, slot, names):
         count = head.get("count")
@@ -420,15 +422,16 @@ class Located:
         rest = len(payload) - size
         if client.grouped:
             m = sum(self.members)
-            if rest != 4 * m:
+            if rest != 8 * m:
                 raise client._fail(f"a batch reply of {count} grouped samples with {m} members carries "
-                                   f"{rest} bytes of member lengths, not {4 * m}")
-            self.member_lengths = list(struct.unpack_from(f"<{m}I", payload, size))
+                                   f"{rest} bytes of members, not {8 * m}")
+            pairs = struct.unpack_from(f"<{2 * m}I", payload, size)
+            self.member_offsets, self.member_lengths = list(pairs[0::2]), list(pairs[1::2])
         else:
             if rest or (count and max(self.members) != 1) or (count and min(self.members) != 1):
                 raise client._fail(f"a batch reply of a dataset that is not grouped has members "
                                    f"{sorted(set(self.members))} and {rest} bytes after its records")
-            self.member_lengths = None
+            self.member_offsets = self.member_lengths = None
         if names:
             got = head.get("names")
             if not isinstance(got, list) or len(got) != count:

@@ -15,8 +15,10 @@ class SampleBatch:
     position per sample): `ids` (the `.index` ids), `keys`, `samples`
     (read-only memoryviews), `lengths`; `names` when asked (the member
     name, or for a grouped dataset the list of its members' names); for a
-    grouped dataset `members` (member counts) and `member_lengths` (all
-    members in order; a sample's bytes are its members' back to back).
+    grouped dataset `members` (member counts), `member_offsets` and
+    `member_lengths` (all members in order, each counted from the start of
+    its sample's bytes, which span its members: a WebDataset shard's tar
+    headers lie between them; member(i) cuts them out).
 
     Samples in dlfsd's dataset memory stay valid while the memoryview
     lives; staged ones until `slots - 1` further batch requests of the same
@@ -24,14 +26,32 @@ class SampleBatch:
     slot). packed() and numpy() copy: call them to keep a batch longer. A
     pickled SampleBatch (a DataLoader worker's result) is sent packed."""
 
-    __slots__ = ("ids", "keys", "samples", "lengths", "names", "members", "member_lengths")
+    __slots__ = ("ids", "keys", "samples", "lengths", "names", "members", "member_offsets", "member_lengths",
+                 "_first")
 
-    def __init__(self, ids, keys, samples, lengths, names=None, members=None, member_lengths=None):
+    def __init__(self, ids, keys, samples, lengths, names=None, members=None, member_offsets=None,
+                 member_lengths=None):
         self.ids, self.keys, self.samples, self.lengths = ids, keys, samples, lengths
-        self.names, self.members, self.member_lengths = names, members, member_lengths
+        self.names, self.members = names, members
+        self.member_offsets, self.member_lengths = member_offsets, member_lengths
+        self._first = None
 
     def __len__(self):
         return len(self.samples)
+
+    def member(self, i):
+        """Sample i's members as memoryviews, in the order of its names (a
+        grouped dataset; otherwise [the sample])."""
+        if self.members is None:
+            return [self.samples[i]]
+        if self._first is None:  # index of each sample's first member
+            self._first, at = [], 0
+            for n in self.members:
+                self._first.append(at)
+                at += n
+        m, mv = self._first[i], self.samples[i]
+        return [mv[o:o + n] for o, n in zip(self.member_offsets[m:m + self.members[i]],
+                                             self.member_lengths[m:m + self.members[i]])]
 
     def packed(self):
         """(numpy uint8 array of the samples back to back, numpy int64 lengths):
@@ -52,18 +72,18 @@ class SampleBatch:
 
     def __reduce__(self):  # memoryviews do not pickle: the bytes back to back, cut again on arrival
         return (_unpack, (self.ids, self.keys, b"".join(self.samples), self.lengths, self.names, self.members,
-                          self.member_lengths))
+                          self.member_offsets, self.member_lengths))
 
     def __repr__(self):
         return f"<dlfs.SampleBatch {len(self)} samples, {sum(self.lengths)} bytes>"
 
 
-def _unpack(ids, keys, data, lengths, names, members, member_lengths):
+def _unpack(ids, keys, data, lengths, names, members, member_offsets, member_lengths):
     mv, at, samples = memoryview(data), 0, []
     for n in lengths:
         samples.append(mv[at:at + n])
         at += n
-    return SampleBatch(ids, keys, samples, lengths, names, members, member_lengths)
+    return SampleBatch(ids, keys, samples, lengths, names, members, member_offsets, member_lengths)
 
 
 class SampleBatches:
@@ -156,10 +176,10 @@ class SampleBatches:
             s, e = reply.start, reply.start + reply.count
             names = reply.names if grouped else (names_of[s:e] if names_of is not None else None)
             return SampleBatch(reply.ids, keys_of[s:e], samples, reply.lengths, names,
-                               reply.members if grouped else None, reply.member_lengths)
+                               reply.members if grouped else None, reply.member_offsets, reply.member_lengths)
         ids, keys, samples, lengths = [], [], [], []
         names = [] if (parts[0][0].names is not None or names_of is not None) else None
-        members, member_lengths = ([], []) if grouped else (None, None)
+        members, member_offsets, member_lengths = ([], [], []) if grouped else (None, None, None)
         for reply, views, _ in parts:
             s, e = reply.start, reply.start + reply.count
             ids += reply.ids
@@ -170,8 +190,9 @@ class SampleBatches:
                 names += reply.names if grouped else names_of[s:e]
             if grouped:
                 members += reply.members
+                member_offsets += reply.member_offsets
                 member_lengths += reply.member_lengths
-        return SampleBatch(ids, keys, samples, lengths, names, members, member_lengths)
+        return SampleBatch(ids, keys, samples, lengths, names, members, member_offsets, member_lengths)
 
 
 def require_socket(dataset_dir):

@@ -161,25 +161,25 @@ class TarView:
             yield from zip(names[reply.start:reply.start + reply.count], reply.lasting() if lasting else reply.copies())
 
     def _client_groups(self, reply, lasting):
-        """A grouped view's samples of one reply: each sample's bytes are its
-        members' back to back, in the order of its names."""
-        keys, lengths = self.index.names, reply.member_lengths
+        """A grouped view's samples of one reply: each member is at its
+        offset within its sample's bytes, in the order of its names."""
+        keys, offsets, lengths = self.index.names, reply.member_offsets, reply.member_lengths
         sources = (reply._views[0] if lasting else reply._mmaps[0], reply._mmaps[1])
         m = 0
         for g, o, n, region, count, names in zip(range(reply.start, reply.start + reply.count), reply.offsets,
                                                   reply.lengths, reply.regions, reply.members, reply.names):
             key, src, group = keys[g], sources[region], {}
-            if not isinstance(names, list) or len(names) != count or sum(lengths[m:m + count]) != n:
+            if not isinstance(names, list) or len(names) != count or \
+                    any(a + b > n for a, b in zip(offsets[m:m + count], lengths[m:m + count])):
                 raise ClientError("EPROTO", f"{self.client_socket[0]}: position {g} of {self.path} ({key!r}): "
-                                  f"{count} members of {n} bytes, names {names!r}, member lengths "
-                                  f"{lengths[m:m + count]}")
+                                  f"{count} members in {n} bytes, names {names!r}, members (offset, length) "
+                                  f"{list(zip(offsets[m:m + count], lengths[m:m + count]))}")
             for name in names:
                 if not name.startswith(key) or name[len(key):len(key) + 1] not in ("", "."):
                     raise ClientError("EPROTO", f"{self.client_socket[0]}: member {name!r} in group {key!r} "
                                       f"(position {g} of {self.path})")
-                size = lengths[m]
-                group[name[len(key) + 1:]] = src[o:o + size]
-                o += size
+                at = o + offsets[m]
+                group[name[len(key) + 1:]] = src[at:at + lengths[m]]
                 m += 1
             yield key, group
 

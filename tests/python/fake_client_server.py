@@ -14,11 +14,10 @@ import json
 import os
 import socket
 import struct
+import tarfile
 import threading
-import time
 
 from dlfs.index import ViewIndex
-from dlfs.tarstream import iter_members
 
 F_SEAL_FUTURE_WRITE = 0x10
 _servers = iter(range(1, 1 << 30))
@@ -28,41 +27,65 @@ FILLER = 0xEE
 class FakeDataset:
     """samples: {id: [(member name, bytes)]} (one member unless grouped);
     views: {(epoch, world_size, rank): [ids in view order]}; resident: the
-    ids in region 0 (the others are staged)."""
+    ids in region 0 (the others are staged); spans: {id: bytes} a grouped
+    sample's bytes as the daemon serves them, its members inside with
+    anything between them (tar headers); without one, the members back to
+    back."""
 
     def __init__(self, name, samples, views, resident, grouped=False, fixed_size=0, fmt="files",
-                 opportunistic=()):
+                 opportunistic=(), spans=None):
         self.name, self.samples, self.views, self.resident = name, samples, views, set(resident)
         self.grouped, self.fixed_size, self.format = grouped, fixed_size, fmt
         self.opportunistic = set(opportunistic)
+        self.spans = spans or {}
 
     def data(self, sid):
-        return b"".join(d for _, d in self.samples[sid])
+        span = self.spans.get(sid)
+        return span[0] if span is not None else b"".join(d for _, d in self.samples[sid])
+
+    def layout(self, sid):
+        """[(offset in the sample, length)] of its members."""
+        span = self.spans.get(sid)
+        if span is not None:
+            return span[1]
+        out, at = [], 0
+        for _, d in self.samples[sid]:
+            out.append((at, len(d)))
+            at += len(d)
+        return out
 
 
 def dataset_from_views(root, keys, name="t", resident=lambda sid: (sid * 7) % 5 >= 2, fixed_size=0, fmt="files"):
     """The dataset behind the views `keys` [(epoch, W, r)] under root, read
-    from their .index and .tar (grouped views: every member of a group)."""
-    samples, views, grouped = {}, {}, False
+    from their .index and .tar. A grouped view's sample is served as a
+    WebDataset shard's would be: from its first member's data to its last
+    one's end, the tar headers between members inside."""
+    samples, views, spans, grouped = {}, {}, {}, False
     for epoch, world, rank in keys:
         stem = os.path.join(root, "epochs", str(epoch), str(world), str(rank))
         index = ViewIndex(stem + ".index")
         grouped = index.grouped
-        fd = os.open(stem + ".tar", os.O_RDONLY)
-        try:
-            for k, sid in enumerate(index.ids):
-                if grouped:
-                    members = list(iter_members(fd, stem + ".tar", index.begins[k], index.ends[k]))
-                else:
-                    members = [(index.names[k], os.pread(fd, index.lengths[k], index.offsets[k]))]
-                if sid in samples and samples[sid] != members:
-                    raise ValueError(f"sample {sid} differs between views")
-                samples[sid] = members
-        finally:
-            os.close(fd)
+        with open(stem + ".tar", "rb") as f:
+            blob = f.read()
+        if grouped:
+            with tarfile.open(stem + ".tar") as t:
+                infos = [m for m in t if m.isfile()]
+        for k, sid in enumerate(index.ids):
+            if grouped:
+                inside = [m for m in infos if index.begins[k] <= m.offset < index.ends[k]]
+                first = inside[0].offset_data
+                members = [(m.name, blob[m.offset_data:m.offset_data + m.size]) for m in inside]
+                span = (blob[first:inside[-1].offset_data + inside[-1].size],
+                        [(m.offset_data - first, m.size) for m in inside])
+                spans[sid] = span
+            else:
+                members = [(index.names[k], blob[index.offsets[k]:index.offsets[k] + index.lengths[k]])]
+            if sid in samples and samples[sid] != members:
+                raise ValueError(f"sample {sid} differs between views")
+            samples[sid] = members
         views[epoch, world, rank] = list(index.ids)
     return FakeDataset(name, samples, views, [s for s in samples if resident(s)], grouped=grouped,
-                       fixed_size=fixed_size, fmt=fmt)
+                       fixed_size=fixed_size, fmt=fmt, spans=spans)
 
 
 def advertise(root, socket_path, dataset="t"):
@@ -270,7 +293,7 @@ class FakeServer:
         ds = self.dataset
         want = ids[start:start + min(count, self.max_count or count)]
         while True:
-            records, member_lengths, names, staged = [], [], [], 0
+            records, member_pairs, names, staged = [], [], [], 0
             base = slot * self.slot_bytes
             for sid in want:
                 data = ds.data(sid)
@@ -285,14 +308,15 @@ class FakeServer:
                 members = ds.samples[sid]
                 records.append(struct.pack("<QQIHH", offset, sid, len(data), region, len(members)))
                 if ds.grouped:
-                    member_lengths.extend(len(d) for _, d in members)
+                    for at, n in ds.layout(sid):
+                        member_pairs.append(struct.pack("<II", at, n))
                     names.append([n for n, _ in members])
                 else:
                     names.append(members[0][0])
             head = {"ok": True, "start": start, "count": len(records), "staged_bytes": staged}
             if req.get("names"):
                 head["names"] = names
-            packet = reply(head, b"".join(records) + struct.pack(f"<{len(member_lengths)}I", *member_lengths))
+            packet = reply(head, b"".join(records) + b"".join(member_pairs))
             if len(packet) <= self.max_reply or len(want) <= 1:
                 break
             want = want[:len(want) // 2]

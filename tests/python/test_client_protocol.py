@@ -283,7 +283,7 @@ class GroupedZeroCopyTest(unittest.TestCase):
             groups.append((key, ms))
         make_grouped_view(self.root, 0, 1, 0, groups)
         self.dataset = dataset_from_views(self.root, [(0, 1, 0)])
-        self.server = FakeServer(self.root, self.dataset, root=self.root, slot_bytes=2048, max_count=6).start()
+        self.server = FakeServer(self.root, self.dataset, root=self.root, slot_bytes=4096, max_count=6).start()
         self.addCleanup(self.server.stop)
 
     def test_groups_as_the_mount_reads_them(self):
@@ -301,8 +301,12 @@ class GroupedZeroCopyTest(unittest.TestCase):
         b = got[0]
         self.assertEqual(b.names[1], ["n1/s001.jpg", "n1/s001.cls"])
         self.assertEqual(b.members[:3], [1, 2, 2])
-        self.assertEqual(b.member_lengths[:3], [300, 337, 1])
-        self.assertEqual(bytes(b.samples[1]), bytes([1]) * 337 + b"1")
+        self.assertEqual(b.member_lengths[:5], [300, 337, 1, 374, 1])
+        self.assertEqual(b.member_offsets[:5], [0, 0, 337 + 175 + 512, 0, 374 + 138 + 512])  # padding, header
+        self.assertEqual([bytes(m) for m in b.member(1)], [bytes([1]) * 337, b"1"])
+        self.assertEqual(len(b.samples[1]), 337 + 175 + 512 + 1)
+        c = pickle.loads(pickle.dumps(b))
+        self.assertEqual([bytes(m) for m in c.member(2)], [bytes(m) for m in b.member(2)])
         self.assertEqual(b.keys[:2], ["n0/s000", "n1/s001"])
 
 
