@@ -487,5 +487,13 @@ class Located:
         sources = (self._views[0], self._mmaps[1])
         return list(map(operator.getitem, map(sources.__getitem__, self.regions), self._slices()))
 
+    def iter_copies(self):
+        """copies(), made as they are taken when every sample is in region 0
+        (which never changes: one 3 KiB copy at a time stays in the CPU's
+        cache), else all at once (now, before the staging slot is reused)."""
+        if 1 not in self.regions:
+            return map(self._mmaps[0].__getitem__, self._slices())
+        return iter(self.copies())
+
     def __len__(self):
         return self.count

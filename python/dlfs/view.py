@@ -4,7 +4,7 @@ dlfsd's client socket (dlfs/client.py) when it serves one, else through the
 mount."""
 import os
 
-from .batches import RunReader, batch_runs, pack
+from .batches import RunReader, ViewBatch, batch_runs, pack
 from .client import DEFAULT_RECONNECT_TIMEOUT, MAX_COUNT, Client, ClientError, ClientUnavailable, find_socket
 from .grouping import group_members, group_starts, split_key
 from .index import ViewIndex, view_path
@@ -106,6 +106,9 @@ class TarView:
             finally:
                 os.close(fd)
             return
+        if view is not None and not self.index.grouped and len(self.group_first) - 1 == len(self.index):
+            yield from self._client_batches(view, batch_size, worker, num_workers)
+            return
         # A grouped index lists group spans, not members, and an opportunistic
         # stream's order is only known as it is read: parse the stream. From
         # the client socket: region 0 samples as memoryviews (no copy until
@@ -123,6 +126,26 @@ class TarView:
                 keys, groups = [], []
         if keys:
             yield pack(keys, groups)
+
+    def _client_batches(self, view, batch_size, worker, num_workers):
+        """batches() from the client socket for a view of one member per
+        sample: per batch the keys, and the samples joined straight from
+        dlfsd's memory (staged ones copied out of their slot first)."""
+        keys, exts = self._split_names()
+        for runs in batch_runs(_coalesced(worker_blocks(self.blocks, worker, num_workers)), batch_size):
+            batch_keys, batch_exts, datas, lengths = [], [], [], []
+            for first, end in runs:
+                for reply in view.locate(first, end):
+                    _check_ids(view, reply, self.index)
+                    s, e = reply.start, reply.start + reply.count
+                    batch_keys += keys[s:e]
+                    batch_exts += exts[s:e]
+                    datas += reply.lasting()
+                    lengths += reply.lengths
+            if batch_exts.count(batch_exts[0]) == len(batch_exts):  # one extension: pack's result, without a dict per sample
+                yield ViewBatch(batch_keys, {batch_exts[0]: (b"".join(datas), lengths)})
+            else:
+                yield pack(batch_keys, [{x: d} for x, d in zip(batch_exts, datas)])
 
     def _split_names(self):
         """Each index position's (key, extension) lists (not grouped views)."""
@@ -149,7 +172,7 @@ class TarView:
                 for reply in view.locate(first, end):
                     _check_ids(view, reply, self.index)
                     s, e = reply.start, reply.start + reply.count
-                    for key, ext, data in zip(keys[s:e], exts[s:e], reply.lasting() if lasting else reply.copies()):
+                    for key, ext, data in zip(keys[s:e], exts[s:e], reply.lasting() if lasting else reply.iter_copies()):
                         yield key, {ext: data}
             else:
                 yield from group_members(self._client_members(view, gf[first], gf[end], lasting))
@@ -158,7 +181,8 @@ class TarView:
         names = self.index.names
         for reply in view.locate(lo, hi):
             _check_ids(view, reply, self.index)
-            yield from zip(names[reply.start:reply.start + reply.count], reply.lasting() if lasting else reply.copies())
+            yield from zip(names[reply.start:reply.start + reply.count],
+                           reply.lasting() if lasting else reply.iter_copies())
 
     def _client_groups(self, reply, lasting):
         """A grouped view's samples of one reply: each member is at its
