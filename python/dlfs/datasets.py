@@ -9,6 +9,8 @@ samples: no DistributedSampler); each DataLoader worker reads its own blocks
 of that view (docs/python.md)."""
 import torch.utils.data
 
+from .client import DEFAULT_RECONNECT_TIMEOUT
+from .samplebatches import SampleBatches, require_socket
 from .split import DEFAULT_BLOCK_BYTES, resolve_rank
 from .tarstream import DEFAULT_CHUNK
 from .view import BinView, TarView
@@ -30,10 +32,14 @@ class TarViewDataset(torch.utils.data.IterableDataset):
     and per extension the bytes back to back with their lengths), read with
     one pread per run of samples: use DataLoader(ds, batch_size=None). Far
     fewer Python steps per sample; the transform then gets a ViewBatch.
-    Such a dataset has no len(): each worker's last batch may be short."""
+    Such a dataset has no len(): each worker's last batch may be short.
+
+    `zero_copy` (TarView's): "auto" reads through dlfsd's client socket when
+    it serves one; each DataLoader worker opens its own connection."""
 
     def __init__(self, dataset_dir, epoch=0, rank=None, world_size=None, start=0, block_samples=None,
-                 block_bytes=DEFAULT_BLOCK_BYTES, chunk=DEFAULT_CHUNK, transform=None, batch_size=None):
+                 block_bytes=DEFAULT_BLOCK_BYTES, chunk=DEFAULT_CHUNK, transform=None, batch_size=None,
+                 zero_copy="auto"):
         super().__init__()
         if batch_size is not None and batch_size < 1:
             raise ValueError(f"batch_size must be at least 1 (or None for single samples), got {batch_size}")
@@ -43,6 +49,7 @@ class TarViewDataset(torch.utils.data.IterableDataset):
         self.epoch, self.start = epoch, start
         self.block_samples, self.block_bytes, self.chunk = block_samples, block_bytes, chunk
         self.transform = transform
+        self.zero_copy = zero_copy
         self._view = None
 
     def set_epoch(self, epoch, start=0):
@@ -52,7 +59,7 @@ class TarViewDataset(torch.utils.data.IterableDataset):
         """The TarView of the current epoch (its index is read once per process)."""
         if self._view is None:
             self._view = TarView(self.dataset_dir, self.epoch, self.rank, self.world_size, self.start,
-                                 self.block_samples, self.block_bytes, self.chunk)
+                                 self.block_samples, self.block_bytes, self.chunk, zero_copy=self.zero_copy)
         return self._view
 
     def __len__(self):
@@ -71,7 +78,7 @@ class TarViewDataset(torch.utils.data.IterableDataset):
             samples = self.view().samples(worker, workers)
         return samples if self.transform is None else map(self.transform, samples)
 
-    def __getstate__(self):  # workers read the index themselves
+    def __getstate__(self):  # workers read the index (and open their client socket) themselves
         state = dict(self.__dict__)
         state["_view"] = None
         return state
@@ -81,12 +88,13 @@ class BinViewDataset(torch.utils.data.Dataset):
     """A fixed-record dataset's `.bin` view, map-style: item k is
     (sample id, record bytes) of position k of this rank's epoch, or
     transform of that. Any sampler works on it (it only permutes the planned
-    order further); for the planned order use shuffle=False."""
+    order further); for the planned order use shuffle=False. `zero_copy` as for BinView
+    (each DataLoader worker opens its own client socket connection)."""
 
-    def __init__(self, dataset_dir, epoch=0, rank=None, world_size=None, transform=None):
+    def __init__(self, dataset_dir, epoch=0, rank=None, world_size=None, transform=None, zero_copy="auto"):
         super().__init__()
         self.rank, self.world_size = resolve_rank(rank, world_size)
-        self.bin = BinView(dataset_dir, epoch, self.rank, self.world_size)
+        self.bin = BinView(dataset_dir, epoch, self.rank, self.world_size, zero_copy=zero_copy)
         self.transform = transform
 
     def __len__(self):
@@ -95,3 +103,40 @@ class BinViewDataset(torch.utils.data.Dataset):
     def __getitem__(self, k):
         item = (self.bin.sample_id(k), self.bin.record(k))
         return item if self.transform is None else self.transform(item)
+
+
+class SampleBatchDataset(torch.utils.data.IterableDataset):
+    """dlfs.SampleBatches for a DataLoader: each worker yields its share of
+    the rank's view as SampleBatch objects (read-only memoryviews of
+    dlfsd's memory), or transform(batch); use DataLoader(ds,
+    batch_size=None). Requires dlfsd's client socket (ClientUnavailable
+    otherwise: read through TarViewDataset instead).
+
+    A batch crossing from a worker process to the main process is pickled
+    (packed into one bytes object and cut again); a transform that decodes,
+    or returns batch.packed(), runs in the worker and sends its result
+    instead."""
+
+    def __init__(self, dataset_dir, epoch=0, rank=None, world_size=None, batch_size=256, start=0,
+                 block_samples=None, block_bytes=DEFAULT_BLOCK_BYTES, names=False, transform=None,
+                 reconnect_timeout=DEFAULT_RECONNECT_TIMEOUT):
+        super().__init__()
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        require_socket(dataset_dir)
+        self.dataset_dir, self.batch_size = dataset_dir, batch_size
+        self.rank, self.world_size = resolve_rank(rank, world_size)
+        self.epoch, self.start = epoch, start
+        self.block_samples, self.block_bytes, self.names = block_samples, block_bytes, names
+        self.transform, self.reconnect_timeout = transform, reconnect_timeout
+
+    def set_epoch(self, epoch, start=0):
+        self.epoch, self.start = epoch, start
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        batches = SampleBatches(self.dataset_dir, self.epoch, self.rank, self.world_size, self.batch_size, worker,
+                                workers, self.start, self.block_samples, self.block_bytes, self.names,
+                                self.reconnect_timeout)
+        return iter(batches) if self.transform is None else map(self.transform, batches)
