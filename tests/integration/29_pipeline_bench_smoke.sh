@@ -51,7 +51,7 @@ overlay = sys.argv[3] == "yes"
 bad, cells = [], 0
 for size in ("small", "large"):
     for b in backends:
-        for v in ("files", "raw", "files-rf", "raw-rf", "views", "views-b", "bin", "ceiling"):
+        for v in ("files", "raw", "files-rf", "raw-rf", "views", "views-b", "zero-copy", "bin", "ceiling"):
             for e in ("epoch1", "epoch2"):
                 c = res["summary"].get(size, {}).get(b, {}).get(v, {}).get(e)
                 if c is None:
@@ -65,6 +65,9 @@ for size in ("small", "large"):
                 # forwards to dlfsd, unless raw/ is under dlfsd's overlay (the default
                 # as root: fs/kernel/raw_overlay.h), whose files answer it in the kernel;
                 # dlfs.read_file makes none.
+                # The client socket's samples come from dlfsd's memory: no READ.
+                if v == "zero-copy" and (c.get("fuse_per_sample") or {}).get("read", 0) != 0:
+                    bad.append(f"{size}/{b}/{v}/{e}: FUSE reads per sample {c['fuse_per_sample']['read']}, want 0")
                 if v in ("raw", "raw-rf"):
                     run = [r for r in res["runs"] if (r["size"], r["backend"], r["variant"]) == (size, b, v)]
                     if any(r.get("raw_overlay") is not overlay for r in run):

@@ -26,6 +26,11 @@ after it. An epoch is timed from creating the loader's iterator to its last batc
          `dlfs.TarView(ds, e, k, W).batches(--batch)` (one pread per run of samples,
          member offsets from the view's .index, the bytes packed per extension),
          DataLoader batch_size=None: no per-sample Python step but a slice.
+  zero-copy  the client socket (docs/client-protocol.md): worker k reads rank k of a
+         W=workers view as `dlfs.SampleBatches(ds, e, k, W, --batch)`, whose
+         `packed()` gathers each batch's samples straight from dlfsd's memory
+         (mapped read-only) into one array; DataLoader batch_size=None. No FUSE
+         request and no system call per sample.
   ceiling  no storage at all: worker k yields ready-made batches of --batch zero
          samples of the sample size (one bytes object reused), packed by the same
          collate as views-b: what the DataLoader itself (workers, shared memory,
@@ -99,17 +104,17 @@ try:
     import torch
     from torch.utils.data import DataLoader
 
-    from benchlib.loaders import (BinBatches, FilesDataset, NoIoBatches, ViewBatches, ViewStream, packed_to_batch,
-                                  run_epoch, to_batch)
+    from benchlib.loaders import (BinBatches, FilesDataset, NoIoBatches, ViewBatches, ViewStream, ZeroCopyBatches,
+                                  packed_to_batch, run_epoch, to_batch)
 except ImportError:
     sys.exit("pipeline_bench.py: needs PyTorch: apt-get install python3-torch (tools/install-deps.sh)")
 
-VARIANTS = ("files", "raw", "files-rf", "raw-rf", "views", "views-b", "bin", "ceiling")
+VARIANTS = ("files", "raw", "files-rf", "raw-rf", "views", "views-b", "zero-copy", "bin", "ceiling")
 LABELS = {"files": "map-style files", "raw": "map-style raw/", "files-rf": "files, read_file", "raw-rf": "raw/, read_file",
-          "views": "views (TarView)", "views-b": "views, batches()", "bin": ".bin batches",
+          "views": "views (TarView)", "views-b": "views, batches()", "zero-copy": "client socket", "bin": ".bin batches",
           "ceiling": "no I/O (ceiling)"}
 MAP_STYLE = ("files", "raw", "files-rf", "raw-rf")
-ON_DLFS = ("raw", "raw-rf", "views", "views-b", "bin")
+ON_DLFS = ("raw", "raw-rf", "views", "views-b", "zero-copy", "bin")
 BACKENDS = ("local",) + SHARED
 # Issue 15's targets: (variant, backend or None for any, against, size key, epoch or None for both) -> minimum.
 # The issue's NFS targets apply to every shared backend (NFS, and sshfs as another network filesystem).
@@ -122,7 +127,13 @@ TARGETS = [
     (v, None, "local_files", "small", None, 3.0),
     (v, None, "local_files", "large", None, 1.0),
 )] + [t for v in ("views", "views-b") for b in SHARED for t in ((v, b, "backend_files", "small", None, 5.0),
-                                                                 (v, b, "backend_files", "large", None, 2.0))]
+                                                                 (v, b, "backend_files", "large", None, 2.0))] + [
+    # Issue 34's: the client socket against local files and the no-I/O ceiling.
+    ("zero-copy", None, "ceiling", "small", None, 0.8),
+    ("zero-copy", None, "local_files", "small", 1, 3.0),
+    ("zero-copy", None, "local_files", "small", 2, 2.0),
+    ("zero-copy", None, "local_files", "large", None, 1.3),
+]
 
 
 class Size:
@@ -178,7 +189,7 @@ class DaemonSlot:
 def measure(a, slot, backend, root, size, variant, rep):
     """Two epochs of one variant; returns [(epoch, samples, seconds, fuse per sample)]."""
     mnt = None
-    if variant in ("raw", "raw-rf", "views", "views-b"):
+    if variant in ("raw", "raw-rf", "views", "views-b", "zero-copy"):
         mnt = slot.get(backend, root, size, fixed=False)
     elif variant == "bin":
         mnt = slot.get(backend, root, size, fixed=True)
@@ -197,6 +208,9 @@ def measure(a, slot, backend, root, size, variant, rep):
         elif variant == "ceiling":
             make = lambda _e: DataLoader(NoIoBatches(size.count, size.size, a.batch), batch_size=None,  # noqa: E731
                                          num_workers=a.workers, collate_fn=packed_to_batch)
+        elif variant == "zero-copy":
+            make = lambda e: DataLoader(ZeroCopyBatches(ds_dir, e, a.batch), batch_size=None,  # noqa: E731
+                                        num_workers=a.workers, collate_fn=packed_to_batch)
         elif variant == "views-b":
             make = lambda e: DataLoader(ViewBatches(ds_dir, e, a.batch), batch_size=None,  # noqa: E731
                                         num_workers=a.workers, collate_fn=packed_to_batch)
@@ -230,10 +244,12 @@ def summarize(a, sizes, runs):
                     if not reps:
                         continue
                     cell = {"samples_s": statistics.median(r["samples_s"] for r in reps)}
-                    for against, ref_backend in (("backend_files", b), ("local_files", "local")):
+                    for against, ref_backend, ref_variant in (("backend_files", b, "files"),
+                                                              ("local_files", "local", "files"),
+                                                              ("ceiling", b, "ceiling")):
                         ratios = []
                         for r in reps:
-                            ref = by.get((s.key, ref_backend, "files", e, r["rep"]))
+                            ref = by.get((s.key, ref_backend, ref_variant, e, r["rep"]))
                             if ref:
                                 ratios.append(r["samples_s"] / ref["samples_s"])
                         cell[f"ratio_{against}"] = statistics.median(ratios) if ratios else None
@@ -273,7 +289,7 @@ def report(a, sizes, summary):
     for s in sizes:
         print(f"\n== {s.label} samples ==")
         print(f"{'backend':<8}{'variant':<17}{'epoch':>5}{'samples/s':>11}  {'/ same-backend files':<27}"
-              f"{'/ local files':<27}FUSE requests per sample")
+              f"{'/ local files':<27}{'/ no-I/O ceiling':<27}FUSE requests per sample")
         for b in a.backends:
             for v in a.variants:
                 cells = summary.get(s.key, {}).get(b, {}).get(v)
@@ -285,7 +301,8 @@ def report(a, sizes, summary):
                     c = cells[f"epoch{e}"]
                     rb = fmt_ratio(c["ratio_backend_files"], targets_for(s.key, b, v, "backend_files", e))
                     rl = fmt_ratio(c["ratio_local_files"], targets_for(s.key, b, v, "local_files", e))
-                    print(f"{b:<8}{LABELS[v] if e == 1 else '':<17}{e:>5}{c['samples_s']:>11,.0f}  {rb:<27}{rl:<27}"
+                    rc = fmt_ratio(c.get("ratio_ceiling"), targets_for(s.key, b, v, "ceiling", e))
+                    print(f"{b:<8}{LABELS[v] if e == 1 else '':<17}{e:>5}{c['samples_s']:>11,.0f}  {rb:<27}{rl:<27}{rc:<27}"
                           f"{fmt_fuse(c['fuse_per_sample']) if v in ON_DLFS else ''}")
 
 

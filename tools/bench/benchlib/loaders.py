@@ -82,6 +82,21 @@ class ViewBatches(IterableDataset):
             yield next(iter(batch.fields.values()))
 
 
+class ZeroCopyBatches(IterableDataset):
+    """DataLoader worker k reads rank k of a W=num_workers view through dlfsd's
+    client socket (dlfs.SampleBatches; use batch_size=None): each batch's
+    samples gathered from the mapped memory into one array, with their lengths."""
+
+    def __init__(self, ds_dir, epoch, batch):
+        self.ds_dir, self.epoch, self.batch = ds_dir, epoch, batch
+
+    def __iter__(self):
+        rank, world = _worker_rank()
+        for batch in dlfs.SampleBatches(self.ds_dir, epoch=self.epoch, rank=rank, world_size=world,
+                                        batch_size=self.batch):
+            yield batch.packed()
+
+
 def packed_to_batch(packed):
     """collate_fn for ViewBatches: (bytes back to back, lengths) -> the same
     (data, lengths) tensors as to_batch, data in shared memory in a worker."""
