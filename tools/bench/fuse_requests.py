@@ -45,7 +45,7 @@ def fuse_counts(ctl, sock):
 
 
 def read_tar_view(ds, epoch):
-    return sum(1 for _ in dlfs.TarView(ds, epoch, 0, 1).samples())
+    return sum(1 for _ in dlfs.TarView(ds, epoch, 0, 1, zero_copy=False).samples())
 
 
 def read_bin_view(ds, epoch, record):

@@ -44,7 +44,7 @@ def client_read(ds_dir, epoch):
     """(samples, bytes, seconds) of streaming rank 0 of W=1 with the client."""
     t0 = time.perf_counter()
     n = total = 0
-    for _key, group in dlfs.TarView(ds_dir, epoch, 0, 1).samples():
+    for _key, group in dlfs.TarView(ds_dir, epoch, 0, 1, zero_copy=False).samples():
         n += 1
         for data in group.values():
             total += len(data)

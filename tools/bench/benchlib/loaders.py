@@ -62,7 +62,7 @@ class ViewStream(IterableDataset):
 
     def __iter__(self):
         rank, world = _worker_rank()
-        for _key, group in dlfs.TarView(self.ds_dir, self.epoch, rank, world).samples():
+        for _key, group in dlfs.TarView(self.ds_dir, self.epoch, rank, world, zero_copy=False).samples():
             yield from group.values()  # one member per sample in these datasets
 
 
@@ -76,7 +76,7 @@ class ViewBatches(IterableDataset):
 
     def __iter__(self):
         rank, world = _worker_rank()
-        for batch in dlfs.TarView(self.ds_dir, self.epoch, rank, world).batches(self.batch):
+        for batch in dlfs.TarView(self.ds_dir, self.epoch, rank, world, zero_copy=False).batches(self.batch):
             if len(batch.fields) != 1:
                 raise ValueError(f"expected one member per sample, got extensions {sorted(batch.fields)}")
             yield next(iter(batch.fields.values()))
@@ -133,7 +133,7 @@ class BinBatches(IterableDataset):
 
     def __iter__(self):
         rank, world = _worker_rank()
-        view = dlfs.BinView(self.ds_dir, self.epoch, rank, world)
+        view = dlfs.BinView(self.ds_dir, self.epoch, rank, world, zero_copy=False)
         rs, n = view.record_size, len(view)
         fd = os.open(view.path, os.O_RDONLY)
         try:

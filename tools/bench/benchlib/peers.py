@@ -102,7 +102,7 @@ class ViewSamples(IterableDataset):
 
     def __iter__(self):
         rank, world = _rank()
-        for key, group in dlfs.TarView(self.ds_dir, self.epoch, rank, world).samples():
+        for key, group in dlfs.TarView(self.ds_dir, self.epoch, rank, world, zero_copy=False).samples():
             yield self.catalog.key_id(key), next(iter(group.values()))  # one member per sample here
 
 
@@ -115,7 +115,7 @@ class ViewBatchIds(IterableDataset):
 
     def __iter__(self):
         rank, world = _rank()
-        for batch in dlfs.TarView(self.ds_dir, self.epoch, rank, world).batches(self.batch):
+        for batch in dlfs.TarView(self.ds_dir, self.epoch, rank, world, zero_copy=False).batches(self.batch):
             if len(batch.fields) != 1:
                 raise ValueError(f"expected one member per sample, got extensions {sorted(batch.fields)}")
             blob, lengths = next(iter(batch.fields.values()))
