@@ -224,7 +224,8 @@ ClientReply ClientSession::batch(const json& r) {
       } else {
         entry = m.member_name(s);
       }
-      bytes += entry.dump().size() + 1;
+      // Replacing bad UTF-8 (a backend name is bytes) as the reply itself will (json_text).
+      bytes += entry.dump(-1, ' ', false, json::error_handler_t::replace).size() + 1;
       if (bytes + 24 * n + 8 * out.members.size() + 256 > kMaxReply && i > 0) {
         n = i;
         break;
