@@ -269,6 +269,14 @@ struct Mapping {
   }
 };
 
+// A located sample a client may still read: region 0 records stay valid for
+// good, region 1 records until the next request into their slot.
+struct Held {
+  uint16_t region = 0;
+  uint64_t slot = 0, offset = 0, data_offset = 0, sample = 0;
+  uint32_t length = 0;
+};
+
 // What the connection has made so far (the model the replies are checked against).
 struct Connection {
   Setup setup;
@@ -278,7 +286,10 @@ struct Connection {
   uint64_t slot_bytes = 0;
   std::vector<std::shared_ptr<const EpochView>> views;
   int bad_in_a_row = 0;
+  std::vector<Held> held;  // from earlier batches
 };
+
+constexpr size_t kMaxHeld = 8192;  // records re-checked after every request, at most
 
 // What the protocol says a request gets: ok, or an error code; `bad`
 // errors count toward the 16 in a row.
@@ -515,6 +526,7 @@ void check_batch(Connection& c, const Expect& e, const ClientReply& reply, const
     if (length > 0 && std::memcmp(bytes, want.data(), length) != 0)
       fail(at + ": sample " + m.sample_name(id) + "'s bytes in region " + std::to_string(region) + " at " +
            std::to_string(offset) + " differ from the backend's");
+    if (length > 0 && c.held.size() < kMaxHeld) c.held.push_back({region, slot, offset, data_offset, id, length});
     if (!grouped) {
       if (n_members != 1) fail(at + ": " + std::to_string(n_members) + " members, not grouped");
       if (names && name_list[i] != m.member_name(id))
@@ -541,13 +553,15 @@ void check_batch(Connection& c, const Expect& e, const ClientReply& reply, const
   std::sort(staged_spans.begin(), staged_spans.end());
   for (size_t i = 1; i < staged_spans.size(); ++i)
     if (staged_spans[i].first < staged_spans[i - 1].second) fail(where + ": staged samples overlap in the slot");
-  // Short only where the slot is full (the next sample would not fit) or the names fill the reply.
+  // Short only where the slot is full (the next sample, not in region 0, would
+  // not fit) or the names fill the reply.
   if (count < std::min(asked, left) && !names) {
-    const uint64_t next = m.sample(v.sample_at(start + count)).length;
-    if (staged + next <= c.slot_bytes)
+    const uint64_t next_id = v.sample_at(start + count), next = m.sample(next_id).length;
+    const bool next_resident = next > 0 && ds.buffer().resident_span(m.sample_data_offset(next_id), next) != nullptr;
+    if (next_resident || staged + next <= c.slot_bytes)
       fail(where + ": a short batch (" + std::to_string(count) + " of " + std::to_string(std::min(asked, left)) +
-           ") though the next sample (" + std::to_string(next) + " bytes) fits the slot (" + std::to_string(staged) +
-           " of " + std::to_string(c.slot_bytes) + " used)");
+           ") though the next sample (" + std::to_string(next) + " bytes" + (next_resident ? ", in region 0" : "") +
+           ") fits the slot (" + std::to_string(staged) + " of " + std::to_string(c.slot_bytes) + " used)");
   }
 }
 
@@ -560,7 +574,7 @@ bool valid_utf8(const std::string& s) {
   }
 }
 
-// A finding not fixed yet (see the report in docs/fuzzing.md): a batch with
+// A finding not fixed yet (docs/fuzzing.md, "What it found"): a batch with
 // "names": true over a sample whose member name is not UTF-8 makes
 // ClientSession::batch throw (it sizes the names with json::dump(), which
 // throws on bad UTF-8) and the whole batch is EIO "internal error". Accepted
@@ -585,10 +599,32 @@ bool known_names_finding(const Connection& c, const Expect& e, const ClientReply
   return false;
 }
 
+// Samples located earlier still have their bytes where their records said.
+void check_held(const Connection& c, const std::string& where) {
+  for (const Held& h : c.held) {
+    const std::byte* p = (h.region == 0 ? c.region0.base : c.region1.base) + h.offset;
+    const std::string want = world().backend_bytes(*c.data, h.data_offset, h.length);
+    if (std::memcmp(p, want.data(), h.length) != 0)
+      fail(where + ": sample " + c.data->ds->manifest().sample_name(h.sample) + ", located earlier in region " +
+           std::to_string(h.region) + (h.region == 1 ? " slot " + std::to_string(h.slot) : "") + " at " +
+           std::to_string(h.offset) + ", changed before the client's next request into its slot");
+  }
+}
+
+// A batch request into a slot ends what the slot held (whatever its reply).
+void drop_slot(Connection& c, std::string_view packet) {
+  const json r = json::parse(packet, nullptr, false);
+  if (r.is_discarded() || !r.is_object() || r.value("op", json()) != "batch") return;
+  auto slot = r.find("slot");
+  if (slot == r.end() || !slot->is_number_integer()) return;
+  std::erase_if(c.held, [&](const Held& h) { return h.region == 1 && json(h.slot) == *slot; });
+}
+
 void run_packet(ClientSession& session, Connection& c, std::string_view packet, size_t index, bool& closed) {
   const std::string where = "packet " + std::to_string(index) + " " + std::string(packet.substr(0, 200));
   const bool too_large = !packet.empty() && packet[0] == kTooLarge;
   const Expect e = too_large ? error("EMSGSIZE") : expect(c, packet);
+  if (!too_large) drop_slot(c, packet);
   ClientReply reply;
   try {
     reply = too_large ? session.too_large() : session.handle(packet);
@@ -610,6 +646,7 @@ void run_packet(ClientSession& session, Connection& c, std::string_view packet, 
   const bool ok = h["ok"];
   if (known_names_finding(c, e, reply)) {  // not counted as bad by the session either
     if (reply.close) fail(where + ": close set on an internal error");
+    check_held(c, where);
     return;
   }
   if (!ok) check_error(reply, where, too_large);
@@ -623,6 +660,7 @@ void run_packet(ClientSession& session, Connection& c, std::string_view packet, 
     if (e.op != "open" && !reply.fds.empty()) fail(where + ": a " + e.op + " reply passes descriptors");
     if (e.op != "batch" && !reply.payload.empty()) fail(where + ": a " + e.op + " reply has a payload");
   }
+  check_held(c, where);
   if (ok) c.bad_in_a_row = 0;
   else if (e.bad) ++c.bad_in_a_row;
   const bool want_close = c.bad_in_a_row >= ClientSession::kMaxBadInARow;
