@@ -565,39 +565,6 @@ void check_batch(Connection& c, const Expect& e, const ClientReply& reply, const
   }
 }
 
-bool valid_utf8(const std::string& s) {
-  try {
-    (void)json(s).dump();
-    return true;
-  } catch (const json::exception&) {
-    return false;
-  }
-}
-
-// A finding not fixed yet (docs/fuzzing.md, "What it found"): a batch with
-// "names": true over a sample whose member name is not UTF-8 makes
-// ClientSession::batch throw (it sizes the names with json::dump(), which
-// throws on bad UTF-8) and the whole batch is EIO "internal error". Accepted
-// here, so fuzzing goes on past it, unless DLFS_FUZZ_CLIENT_STRICT=1.
-bool known_names_finding(const Connection& c, const Expect& e, const ClientReply& reply) {
-  static const bool strict = [] {
-    const char* v = std::getenv("DLFS_FUZZ_CLIENT_STRICT");
-    return v != nullptr && std::string_view(v) == "1";
-  }();
-  if (strict || !e.ok || e.op != "batch" || !e.request.value("names", false) || reply.header.value("ok", true) ||
-      !reply.header.value("error", "").starts_with("internal error: [json.exception.type_error.316]"))
-    return false;
-  const EpochView& v = *c.views.at(e.request["view"].get<uint64_t>() - 1);
-  const uint64_t start = e.request["start"], count = e.request["count"];
-  for (uint64_t k = start; k < v.count() && k - start < count; ++k) {
-    const uint64_t id = v.sample_at(k);
-    const auto& m = c.data->ds->manifest();
-    if (!m.samples_grouped() && !valid_utf8(m.member_name(id))) return true;
-    for (uint32_t j = 0; m.samples_grouped() && j < m.sample_member_count(id); ++j)
-      if (!valid_utf8(m.sample_member(id, j).name)) return true;
-  }
-  return false;
-}
 
 // Samples located earlier still have their bytes where their records said.
 void check_held(const Connection& c, const std::string& where) {
@@ -644,11 +611,6 @@ void run_packet(ClientSession& session, Connection& c, std::string_view packet, 
   if (packet_bytes > kMaxPacket)
     fail(where + ": a reply packet of " + std::to_string(packet_bytes) + " bytes, over 256 KiB");
   const bool ok = h["ok"];
-  if (known_names_finding(c, e, reply)) {  // not counted as bad by the session either
-    if (reply.close) fail(where + ": close set on an internal error");
-    check_held(c, where);
-    return;
-  }
   if (!ok) check_error(reply, where, too_large);
   const std::string code = ok ? "" : h["code"].get<std::string>();
   if (ok != e.ok || (!ok && code != e.code))
