@@ -14,34 +14,10 @@
 #include <spdlog/spdlog.h>
 
 #include "common/control_protocol.h"
+#include "fs/daemon/unix_listener.h"
 
 namespace dlfs::fs {
 namespace {
-
-// The socket's directory: as root a directory of its own, 0755 (others
-// reach the socket, only root changes the directory); otherwise 0700. An
-// existing one must not let other users swap the socket.
-Status prepare_dir(const std::string& dir, bool open_to_others) {
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) return Status(ec.value(), "client socket directory '" + dir + "': " + ec.message());
-    ::chmod(dir.c_str(), open_to_others ? 0755 : 0700);
-    return Status::ok();
-  }
-  if (!S_ISDIR(st.st_mode)) return Status(ENOTDIR, "client socket directory '" + dir + "' is not a directory");
-  if ((st.st_mode & 0022) && !(st.st_mode & S_ISVTX))
-    return Status(EPERM, "client socket directory '" + dir + "' is writable by other users");
-  if (st.st_uid != 0 && st.st_uid != ::geteuid())
-    return Status(EPERM, "client socket directory '" + dir + "' belongs to another user");
-  return Status::ok();
-}
-
-bool something_answers(const sockaddr_un& addr) {
-  UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-  return fd.valid() && ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
-}
 
 PeerCredentials peer_of(int fd) {
   PeerCredentials p;
@@ -102,29 +78,17 @@ bool send_reply(int fd, const ClientReply& r) {
 
 Result<std::unique_ptr<ClientServer>> ClientServer::start(const std::string& path, ClientPolicy policy,
                                                           DatasetLookup lookup) {
-  const std::string what = "client socket '" + path + "'";
-  sockaddr_un addr{};
-  if (path.size() >= sizeof(addr.sun_path)) return Status(ENAMETOOLONG, what + ": path too long");
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  // As root a directory of its own, 0755, and a socket every user reaches
+  // (each connection's credentials decide); otherwise only dlfsd's user.
   const bool open_to_others = ::geteuid() == 0 && policy.others_allowed;
-  DLFS_RETURN_IF_ERROR(prepare_dir(std::filesystem::path(path).parent_path().string(), open_to_others));
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) return Status(EEXIST, what + " exists and is not a socket");
-    if (something_answers(addr)) return Status(EADDRINUSE, what + " is in use by another dlfsd");
-    ::unlink(path.c_str());  // stale: its daemon is gone
-  }
+  // The socket first: a server object that fails to start would unlink the path it was given.
+  DLFS_ASSIGN_OR_RETURN(UniqueFd fd, listen_unix(path, {.type = SOCK_SEQPACKET,
+                                                        .mode = static_cast<mode_t>(open_to_others ? 0666 : 0600),
+                                                        .dir_mode = static_cast<mode_t>(open_to_others ? 0755 : 0700),
+                                                        .backlog = 64,
+                                                        .what = "client socket"}));
   std::unique_ptr<ClientServer> s(new ClientServer(path, policy, std::move(lookup)));
-  s->listen_fd_.reset(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-  if (!s->listen_fd_.valid()) return Status::from_errno(errno, what);
-  mode_t old = ::umask(0177);  // never briefly open to others before the chmod
-  int rc = ::bind(s->listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  int err = errno;
-  ::umask(old);
-  if (rc != 0) return Status::from_errno(err, what);
-  ::chmod(path.c_str(), open_to_others ? 0666 : 0600);
-  if (::listen(s->listen_fd_.get(), 64) != 0) return Status::from_errno(errno, what);
+  s->listen_fd_ = std::move(fd);
   s->wake_fd_.reset(::eventfd(0, EFD_CLOEXEC));
   if (!s->wake_fd_.valid()) return Status::from_errno(errno, "eventfd");
   s->acceptor_ = std::thread([raw = s.get()] { raw->accept_loop(); });

@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/control_protocol.h"
+#include "fs/daemon/unix_listener.h"
 
 namespace dlfs::fs {
 namespace {
@@ -22,58 +23,14 @@ constexpr auto kRequestTimeout = std::chrono::seconds(10);
 
 json error_reply(int err, const std::string& message) { return {{"ok", false}, {"error", message}, {"errno", err}}; }
 
-// The socket's directory: created 0700 when missing; an existing one must not
-// let other users swap our socket (writable by others without the sticky bit,
-// or owned by another non-root user).
-Status prepare_dir(const std::string& dir) {
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) return Status(ec.value(), "control socket directory '" + dir + "': " + ec.message());
-    ::chmod(dir.c_str(), 0700);
-    return Status::ok();
-  }
-  if (!S_ISDIR(st.st_mode)) return Status(ENOTDIR, "control socket directory '" + dir + "' is not a directory");
-  if ((st.st_mode & 0022) && !(st.st_mode & S_ISVTX))
-    return Status(EPERM, "control socket directory '" + dir + "' is writable by other users");
-  if (st.st_uid != 0 && st.st_uid != ::geteuid())
-    return Status(EPERM, "control socket directory '" + dir + "' belongs to another user");
-  return Status::ok();
-}
-
-bool something_answers(const sockaddr_un& addr) {
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  return fd.valid() && ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
-}
-
 }  // namespace
 
 Result<std::unique_ptr<ControlServer>> ControlServer::start(const std::string& path, ControlHandler& handler) {
-  const std::string what = "control socket '" + path + "'";
-  sockaddr_un addr{};
-  if (path.size() >= sizeof(addr.sun_path)) return Status(ENAMETOOLONG, what + ": path too long");
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  DLFS_RETURN_IF_ERROR(prepare_dir(std::filesystem::path(path).parent_path().string()));
-
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) return Status(EEXIST, what + " exists and is not a socket");
-    if (something_answers(addr)) return Status(EADDRINUSE, what + " is in use by another dlfsd");
-    ::unlink(path.c_str());  // stale: its daemon is gone
-  }
+  // The socket first: a server object that fails to start would unlink the path it was given.
+  DLFS_ASSIGN_OR_RETURN(UniqueFd fd, listen_unix(path, {.type = SOCK_STREAM, .mode = 0600, .dir_mode = 0700,
+                                                        .backlog = 16, .what = "control socket"}));
   std::unique_ptr<ControlServer> s(new ControlServer(path, handler));
-  s->listen_fd_.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!s->listen_fd_.valid()) return Status::from_errno(errno, what);
-  // umask so the socket is never briefly accessible to others before chmod.
-  mode_t old = ::umask(0177);
-  int rc = ::bind(s->listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  int err = errno;
-  ::umask(old);
-  if (rc != 0) return Status::from_errno(err, what);
-  ::chmod(path.c_str(), 0600);
-  if (::listen(s->listen_fd_.get(), 16) != 0) return Status::from_errno(errno, what);
+  s->listen_fd_ = std::move(fd);
   s->wake_fd_.reset(::eventfd(0, EFD_CLOEXEC));
   if (!s->wake_fd_.valid()) return Status::from_errno(errno, "eventfd");
   s->acceptor_ = std::thread([raw = s.get()] { raw->accept_loop(); });
