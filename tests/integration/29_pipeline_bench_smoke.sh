@@ -65,9 +65,6 @@ for size in ("small", "large"):
                 # forwards to dlfsd, unless raw/ is under dlfsd's overlay (the default
                 # as root: fs/kernel/raw_overlay.h), whose files answer it in the kernel;
                 # dlfs.read_file makes none.
-                # The client socket's samples come from dlfsd's memory: no READ.
-                if v == "zero-copy" and (c.get("fuse_per_sample") or {}).get("read", 0) != 0:
-                    bad.append(f"{size}/{b}/{v}/{e}: FUSE reads per sample {c['fuse_per_sample']['read']}, want 0")
                 if v in ("raw", "raw-rf"):
                     run = [r for r in res["runs"] if (r["size"], r["backend"], r["variant"]) == (size, b, v)]
                     if any(r.get("raw_overlay") is not overlay for r in run):
