@@ -5,9 +5,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 
 #include "common/unique_fd.h"
 
@@ -46,8 +48,17 @@ std::string default_control_socket(const std::string& mountpoint) {
 }
 
 std::string default_client_socket(const std::string& mountpoint) {
-  if (::geteuid() == 0) return "/run/dlfs-client/" + escaped_mountpoint(mountpoint) + ".sock";
-  return default_control_dir() + "/" + escaped_mountpoint(mountpoint) + ".client.sock";
+  const std::string dir = ::geteuid() == 0 ? "/run/dlfs-client" : default_control_dir();
+  const std::string suffix = ::geteuid() == 0 ? ".sock" : ".client.sock";
+  std::string path = dir + "/" + escaped_mountpoint(mountpoint) + suffix;
+  // A socket path has at most 107 bytes (sun_path). Clients find the socket
+  // from the views' xattr, not from the name: a deep mountpoint gets a hash.
+  if (path.size() >= sizeof(sockaddr_un{}.sun_path)) {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016zx", std::hash<std::string>{}(escaped_mountpoint(mountpoint)));
+    path = dir + "/m-" + hex + suffix;
+  }
+  return path;
 }
 
 std::string json_text(const nlohmann::json& j, int indent) {

@@ -93,7 +93,8 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config) {
   if (!mnt) return mnt.status();
   config.mountpoint = *mnt;
   if (config.control_socket.empty()) config.control_socket = default_control_socket(config.mountpoint);
-  if (config.client_socket.empty()) config.client_socket = default_client_socket(config.mountpoint);
+  const bool default_client_socket_path = config.client_socket.empty();
+  if (default_client_socket_path) config.client_socket = default_client_socket(config.mountpoint);
 
   std::unique_ptr<Daemon> d(new Daemon(std::move(config)));
   auto budget = resolve_memory_budget(d->config_.memory_budget, physical_memory_bytes());
@@ -125,7 +126,13 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config) {
       d->slots_, [raw = d.get()](const Reader* reader) { return json_text(raw->snapshot(true, reader), 2) + "\n"; },
       now_ns(), ::geteuid(),
       ::getegid());
-  DLFS_RETURN_IF_ERROR(d->start_client_server());
+  // The client socket is optional: where its default cannot be made (no
+  // /run, a directory another user owns), dlfsd serves the mount without it.
+  if (Status st = d->start_client_server(); !st) {
+    if (!default_client_socket_path) return st;
+    spdlog::warn("no client socket ({}): python/dlfs and libdlfs-client read through the mount; set client_socket "
+                 "to a path that works, or to off", st.message());
+  }
   // Before the control server, whose stats read it.
   d->kernel_ = std::make_unique<KernelSession>(d->config_, *d->namespace_);
   auto control = ControlServer::start(d->config_.control_socket, *d);

@@ -256,6 +256,18 @@ TEST(ControlPath, DefaultSocketFollowsTheMountpoint) {
   EXPECT_EQ(default_control_socket("/"), "/run/dlfs/root.sock");
 }
 
+TEST(ControlPath, DefaultClientSocketFitsASocketAddress) {
+  if (::geteuid() != 0) GTEST_SKIP() << "root paths";
+  EXPECT_EQ(default_client_socket("/mnt/dlfs"), "/run/dlfs-client/mnt-dlfs.sock");
+  // A deep mountpoint would pass sun_path's 108 bytes: a hash of it instead.
+  const std::string deep = "/tmp/dlfs-it-29_pipeline_bench_smoke-MU078W/bench/mnt-local-small-files";
+  const std::string a = default_client_socket(deep), b = default_client_socket(deep + "2");
+  EXPECT_LT(a.size(), sizeof(sockaddr_un{}.sun_path)) << a;
+  EXPECT_EQ(a.rfind("/run/dlfs-client/m-", 0), 0u) << a;
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a, default_client_socket(deep + "/"));  // the same mountpoint, the same socket
+}
+
 // ---- more protocol edge cases ----
 
 TEST_F(ControlTest, VerifyPassesTheDatasetNameAndProgressPrecedesTheResult) {
