@@ -94,7 +94,8 @@ import dlfs
 ds, data = sys.argv[1], sys.argv[2]
 t0 = time.perf_counter(); n = total = 0
 checked = []
-for key, group in dlfs.TarView(ds, epoch=0, rank=0, world_size=1).samples():  # (key, {ext: bytes})
+view = dlfs.TarView(ds, epoch=0, rank=0, world_size=1)  # dlfsd's client socket when it serves one, else the mount
+for key, group in view.samples():  # (key, {ext: bytes})
     for ext, body in group.items():
         total += len(body)
         if len(checked) < 20:
@@ -108,6 +109,7 @@ for (name, body), want in zip(checked, index.names):
     assert name == want, f"{name} where the index has {want}"
     with open(os.path.join(data, name), "rb") as f:
         assert f.read() == body, name
-print(f"epoch view, cold: {n} samples, {total/2**20:.0f} MiB in {dt:.2f} s: {n/dt:,.0f} samples/s, {total/dt/1e9:.2f} GB/s (python/dlfs client)")
+how = "through dlfsd's client socket" if view.client_socket else "through the mount"
+print(f"epoch view, cold: {n} samples, {total/2**20:.0f} MiB in {dt:.2f} s: {n/dt:,.0f} samples/s, {total/dt/1e9:.2f} GB/s (python/dlfs, {how})")
 print(f"first samples in epoch order: {', '.join(index.names[:3])} ...")
 PY
