@@ -105,28 +105,19 @@ ClientServer::~ClientServer() {
 }
 
 void ClientServer::accept_loop() {
-  while (!stopping_) {
-    pollfd fds[2] = {{listen_fd_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) continue;
-    if (fds[1].revents) break;
-    int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    counters_.connections.fetch_add(1, std::memory_order_relaxed);
-    if (active_.load() >= kMaxConnections) {
-      ClientReply busy;
-      busy.header = {{"ok", false}, {"code", "EBUSY"},
-                     {"error", "dlfsd serves " + std::to_string(kMaxConnections) + " client connections already"}};
-      (void)send_reply(fd, busy);
-      ::close(fd);
-      continue;
-    }
-    ++active_;
-    std::thread([this, fd] {
-      serve(fd);
-      ::close(fd);
-      --active_;
-    }).detach();
-  }
+  accept_connections(
+      listen_fd_.get(), wake_fd_.get(), stopping_, active_, kMaxConnections,
+      [this](int fd) {
+        counters_.connections.fetch_add(1, std::memory_order_relaxed);
+        ClientReply busy;
+        busy.header = {{"ok", false}, {"code", "EBUSY"},
+                       {"error", "dlfsd serves " + std::to_string(kMaxConnections) + " client connections already"}};
+        (void)send_reply(fd, busy);
+      },
+      [this](int fd) {
+        counters_.connections.fetch_add(1, std::memory_order_relaxed);
+        serve(fd);
+      });
 }
 
 void ClientServer::serve(int fd) {

@@ -49,24 +49,10 @@ ControlServer::~ControlServer() {
 }
 
 void ControlServer::accept_loop() {
-  while (!stopping_) {
-    pollfd fds[2] = {{listen_fd_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) continue;
-    if (fds[1].revents) break;
-    int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    if (active_.load() >= kMaxConnections) {
-      (void)write_line(fd, json_text(error_reply(EBUSY, "too many control connections; try again")));
-      ::close(fd);
-      continue;
-    }
-    ++active_;
-    std::thread([this, fd] {
-      serve(fd);
-      ::close(fd);
-      --active_;
-    }).detach();
-  }
+  accept_connections(
+      listen_fd_.get(), wake_fd_.get(), stopping_, active_, kMaxConnections,
+      [](int fd) { (void)write_line(fd, json_text(error_reply(EBUSY, "too many control connections; try again"))); },
+      [this](int fd) { serve(fd); });
 }
 
 void ControlServer::serve(int fd) {

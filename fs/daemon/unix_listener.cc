@@ -1,5 +1,6 @@
 #include "fs/daemon/unix_listener.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -7,6 +8,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 namespace dlfs::fs {
 namespace {
@@ -60,6 +62,28 @@ Result<UniqueFd> listen_unix(const std::string& path, const UnixListenerOptions&
   ::chmod(path.c_str(), o.mode);
   if (::listen(fd.get(), o.backlog) != 0) return Status::from_errno(errno, what);
   return fd;
+}
+
+void accept_connections(int listen_fd, int wake_fd, const std::atomic<bool>& stopping, std::atomic<int>& active,
+                        int max, const std::function<void(int)>& refuse, const std::function<void(int)>& serve) {
+  while (!stopping) {
+    pollfd fds[2] = {{listen_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) continue;
+    if (fds[1].revents) break;
+    const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    if (active.load() >= max) {
+      refuse(fd);
+      ::close(fd);
+      continue;
+    }
+    ++active;
+    std::thread([&active, serve, fd] {
+      serve(fd);
+      ::close(fd);
+      --active;
+    }).detach();
+  }
 }
 
 }  // namespace dlfs::fs

@@ -6,6 +6,8 @@
 
 #include <sys/types.h>
 
+#include <atomic>
+#include <functional>
 #include <string>
 
 #include "common/status.h"
@@ -22,5 +24,13 @@ struct UnixListenerOptions {
 };
 
 Result<UniqueFd> listen_unix(const std::string& path, const UnixListenerOptions& options);
+
+// Accepts on `listen_fd` until `wake_fd` is readable or `stopping` is set:
+// each connection is served by serve(fd) on a detached thread of its own,
+// which closes the descriptor after; with `max` threads already serving,
+// refuse(fd) answers it and it is closed at once. `active` counts the
+// threads (the owner waits for it to reach 0 before going away).
+void accept_connections(int listen_fd, int wake_fd, const std::atomic<bool>& stopping, std::atomic<int>& active,
+                        int max, const std::function<void(int)>& refuse, const std::function<void(int)>& serve);
 
 }  // namespace dlfs::fs
