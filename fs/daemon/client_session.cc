@@ -128,6 +128,13 @@ ClientReply ClientSession::open(const json& r) {
   auto staging = cache::SharedMemory::create("dlfs-client-staging", slot_bytes_ * policy_.slots, false);
   if (!staging) return error_reply(staging.status().err(), staging.status().message());
   staging_ = std::move(staging).value();
+  // Region 0 without shared memory (anonymous): an empty memfd stands in,
+  // and every sample is staged.
+  if (d.buffer().memory_fd() < 0) {
+    auto empty = cache::SharedMemory::create("dlfs-client-empty", 0, false);
+    if (!empty) return error_reply(empty.status().err(), empty.status().message());
+    empty_ = std::move(empty).value();
+  }
   ds_ = &d;
   counters_.opens.fetch_add(1, std::memory_order_relaxed);
 
@@ -146,15 +153,7 @@ ClientReply ClientSession::open(const json& r) {
                                                 {"bytes", staging_->bytes()},
                                                 {"slots", policy_.slots},
                                                 {"slot_bytes", slot_bytes_}}})}};
-  // Region 0 without shared memory (anonymous): an empty memfd stands in,
-  // and every sample is staged.
-  reply.fds = {shared ? b.memory_fd() : staging_->fd(), staging_->fd()};
-  if (!shared) {
-    auto empty = cache::SharedMemory::create("dlfs-client-empty", 0, false);
-    if (!empty) return error_reply(empty.status().err(), empty.status().message());
-    empty_ = std::move(empty).value();
-    reply.fds[0] = empty_->fd();
-  }
+  reply.fds = {shared ? b.memory_fd() : empty_->fd(), staging_->fd()};
   return reply;
 }
 
