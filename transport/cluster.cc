@@ -69,13 +69,18 @@ Result<std::unique_ptr<Cluster>> Cluster::create(ClusterOptions options, std::ve
     p->address = c->options_.membership.peers[r];
     p->state = r == c->self() ? PeerState::self : PeerState::connecting;
     p->since = ClusterClock::now();
+    const uint32_t n = c->size(), ahead = (r + n - c->self()) % n;  // r is self + ahead on the ring
+    p->watched = c->options_.watch == 0 || c->options_.watch >= n - 1 || (ahead >= 1 && ahead <= c->options_.watch);
     c->peers_.push_back(std::move(p));
   }
+  c->started_ = ClusterClock::now();
+  c->next_join_report_ = c->started_ + c->options_.join_report_after;
   FabricOptions fo;
   fo.listen_host = c->options_.listen_host;
   fo.port = c->options_.membership.peers[c->self()].port;
   fo.listen = c->size() > 1;
   fo.gets = c->options_.gets;
+  fo.max_accepted = std::max<size_t>(fo.max_accepted, 2 * size_t{c->size()} + 64);  // rejoins overlap old connections
   auto fabric = make_fabric(fo, [cp = c.get()](Message& msg) { cp->on_message(msg); });
   if (!fabric) return fabric.status().with_context("cluster rank " + std::to_string(c->self()));
   c->fabric_ = std::move(fabric).value();
@@ -142,6 +147,11 @@ void Cluster::on_message(Message& m) {
   std::lock_guard lk(handler_mu_);
   if (!serving_) return;  // not set up yet, or going away
   auto decoded = decode(m.bytes);
+  count_received(m.bytes, !decoded ? MessageKind{kMessageKinds} : std::visit([](const auto& msg) {
+    using T = std::decay_t<decltype(msg)>;
+    if constexpr (std::is_same_v<T, VersionMismatch>) return MessageKind{kMessageKinds};
+    else return msg.kind;
+  }, *decoded));
   if (!decoded) {
     if (loud()) spdlog::warn("cluster: malformed message from {} ignored: {}", m.from, decoded.status().message());
     return;
@@ -155,6 +165,7 @@ void Cluster::on_message(Message& m) {
         else if constexpr (std::is_same_v<T, Refused>) on_refused(msg);
         else if constexpr (std::is_same_v<T, VersionMismatch>) on_version_mismatch(msg, m);
         else if (msg.kind == MessageKind::ping) on_ping(msg, m);
+        else if (msg.kind == MessageKind::down) on_down(msg, m);
         else if (msg.kind == MessageKind::welcome) on_welcome(msg);
         else on_pong(msg);
       },
@@ -193,14 +204,29 @@ void Cluster::refuse(const char* what, const Header& h, const std::string& why, 
   r.to = h.rank;
   r.session = h.session;
   r.why = why;
-  Status sent = m.reply(encode(r));
+  const std::string bytes = encode(r);
+  count_sent(bytes, MessageKind::refused);
+  Status sent = m.reply(bytes);
   if (!sent) spdlog::debug("cluster: refusal to {}: {}", m.from, sent.message());
 }
 
-void Cluster::reply(const std::string& bytes, uint32_t rank, Message& m) const {
+void Cluster::count_sent(const std::string& bytes, MessageKind kind) {
+  const auto k = std::min<size_t>(static_cast<size_t>(kind), kMessageKinds);
+  sent_.messages[k].fetch_add(1, std::memory_order_relaxed);
+  sent_.bytes[k].fetch_add(bytes.size(), std::memory_order_relaxed);
+}
+
+void Cluster::count_received(const std::string& bytes, MessageKind kind) {
+  const auto k = std::min<size_t>(static_cast<size_t>(kind), kMessageKinds);
+  received_.messages[k].fetch_add(1, std::memory_order_relaxed);
+  received_.bytes[k].fetch_add(bytes.size(), std::memory_order_relaxed);
+}
+
+void Cluster::reply(const std::string& bytes, MessageKind kind, uint32_t rank, Message& m) {
   if (bytes.size() > kMaxMessageBytes)
     spdlog::warn("cluster: a message of {} bytes to rank {} is larger than the maximum ({}): it will drop it",
                  bytes.size(), rank, kMaxMessageBytes);
+  count_sent(bytes, kind);
   if (Status s = m.reply(bytes); !s) spdlog::warn("cluster: reply to rank {}: {}", rank, s.message());
 }
 
@@ -223,7 +249,7 @@ void Cluster::on_hello(const Hello& hello, Message& m) {
     std::erase_if(challenged_, [&](const Challenged& x) { return x.rank == hello.rank && x.session == hello.session; });
     challenged_.push_back({hello.rank, hello.session, hello.nonce, c.nonce, now});
   }
-  reply(encode(c), hello.rank, m);
+  reply(encode(c), MessageKind::challenge, hello.rank, m);
 }
 
 // A proof: good for the one challenge of its join (taken here, whatever the
@@ -275,37 +301,51 @@ void Cluster::on_proof(const Proof& proof, Message& m) {
   w.bytes = local_bytes();
   w.stripes = stripe_offers();
   w.worker_address = fabric_->worker_address();
-  reply(encode(w, key), proof.rank, m);
+  reply(encode(w, key), MessageKind::welcome, proof.rank, m);
+}
+
+// The key of a sealed message (ping, down notice) on the session its sender
+// was admitted with, if its counter is above every earlier one; otherwise it
+// is refused and nullopt.
+std::optional<Key> Cluster::admitted_key(const Sealed& s, const char* what, Message& m) {
+  if (std::string why = requester_refusal(s); !why.empty()) return refuse(what, s, why, m), std::nullopt;
+  std::optional<Key> key;
+  uint64_t last = 0;
+  {
+    std::lock_guard lk(serve_mu_);
+    auto it = admitted_.find(s.rank);
+    if (it != admitted_.end() && it->second.session == s.session) {
+      key = it->second.key;
+      last = it->second.counter;
+    }
+  }
+  if (!key) return refuse(what, s, "not on a session this node admitted (join again)", m), std::nullopt;
+  if (s.counter <= last)
+    return refuse(what, s, std::string("a replayed ") + (s.kind == MessageKind::ping ? "heartbeat" : what) +
+                               " (counter " + std::to_string(s.counter) + ", seen up to " + std::to_string(last) + ")", m),
+           std::nullopt;
+  return key;
+}
+
+// Takes a sealed message's counter once it opened: false if another of the
+// session, or a rejoin, came meanwhile (only if handlers ever ran on several
+// threads): the counter only grows.
+bool Cluster::take_counter(const Sealed& s) {
+  std::lock_guard lk(serve_mu_);
+  auto it = admitted_.find(s.rank);
+  if (it == admitted_.end() || it->second.session != s.session || it->second.counter >= s.counter) return false;
+  it->second.counter = s.counter;
+  return true;
 }
 
 // A ping: only on the admitted session of its sender, sealed with its key,
 // with a counter above every earlier one.
 void Cluster::on_ping(const Sealed& ping, Message& m) {
   if (!m.reply) return;
-  if (std::string why = requester_refusal(ping); !why.empty()) return refuse("ping", ping, why, m);
-  std::optional<Key> key;
-  uint64_t last = 0;
-  {
-    std::lock_guard lk(serve_mu_);
-    auto it = admitted_.find(ping.rank);
-    if (it != admitted_.end() && it->second.session == ping.session) {
-      key = it->second.key;
-      last = it->second.counter;
-    }
-  }
-  if (!key) return refuse("ping", ping, "not on a session this node admitted (join again)", m);
-  if (ping.counter <= last)
-    return refuse("ping", ping, "a replayed heartbeat (counter " + std::to_string(ping.counter) + ", seen up to " +
-                                    std::to_string(last) + ")", m);
+  const std::optional<Key> key = admitted_key(ping, "ping", m);
+  if (!key) return;
   if (auto opened = open_ping(ping, *key); !opened) return refuse("ping", ping, "the heartbeat does not authenticate", m);
-  {
-    std::lock_guard lk(serve_mu_);
-    auto it = admitted_.find(ping.rank);
-    // Another ping of the session, or a rejoin, may have come meanwhile (only
-    // if handlers ever ran on several threads): the counter only grows.
-    if (it == admitted_.end() || it->second.session != ping.session || it->second.counter >= ping.counter) return;
-    it->second.counter = ping.counter;
-  }
+  if (!take_counter(ping)) return;
   Pong pong;
   pong.rank = self();
   pong.to = ping.rank;
@@ -314,7 +354,29 @@ void Cluster::on_ping(const Sealed& ping, Message& m) {
   pong.resident = local_residency();
   pong.bytes = local_bytes();
   pong.rounds = local_rounds();
-  reply(encode(pong, *key), ping.rank, m);
+  reply(encode(pong, *key), MessageKind::pong, ping.rank, m);
+}
+
+// A down notice: authenticated as a ping is. The subject is marked down and
+// joined again at the next tick (no answer goes back).
+void Cluster::on_down(const Sealed& sealed, Message& m) {
+  const std::optional<Key> key = admitted_key(sealed, "down notice", m);
+  if (!key) return;
+  auto notice = open_down(sealed, *key);
+  if (!notice) return refuse("down notice", sealed, "the notice does not authenticate", m);
+  if (!take_counter(sealed)) return;
+  const uint32_t subject = notice->subject;
+  if (subject >= size() || subject == self() || subject == sealed.rank) {
+    spdlog::debug("cluster: rank {} reports rank {} silent: ignored ({})", sealed.rank, subject,
+                  subject == self() ? "this node" : "not a third member");
+    return;
+  }
+  Peer& p = *peers_[subject];
+  std::lock_guard lk(p.mu);
+  if (p.state != PeerState::up) return;
+  p.retired = std::move(p.link);  // closed by the heartbeat thread (no UCX call on this one under p.mu)
+  mark_down(p, fmt::format("rank {} found it silent ({})", sealed.rank, notice->why));
+  p.next_attempt = ClusterClock::now();  // join again at once: a subject that is alive comes back
 }
 
 void Cluster::on_version_mismatch(const VersionMismatch& v, Message& m) {
@@ -328,7 +390,9 @@ void Cluster::on_version_mismatch(const VersionMismatch& v, Message& m) {
   r.session = v.session;
   r.why = "protocol version " + std::to_string(v.version) + " is not this node's (" +
           std::to_string(kProtocolVersion) + "): run one DLFS version on every node";
-  if (Status s = m.reply(encode(r)); !s) spdlog::debug("cluster: refusal to {}: {}", m.from, s.message());
+  const std::string bytes = encode(r);
+  count_sent(bytes, MessageKind::refused);
+  if (Status s = m.reply(bytes); !s) spdlog::debug("cluster: refusal to {}: {}", m.from, s.message());
 }
 
 std::map<std::string, ExtentRuns> Cluster::local_residency() const {

@@ -13,13 +13,23 @@
 // its memory, and which extents are resident. A proof is good for one
 // challenge only, so a recorded join replayed gets a refusal.
 //
-// Heartbeats. Each node pings every peer it joined every `heartbeat`; the
-// pong carries the peer's residency and byte counters. Both are sealed with
+// Heartbeats. Each node watches a few peers (`watch`: the next ranks on a
+// ring, r+1 .. r+watch mod N; every peer when watch is 0 or N-1 is smaller)
+// and pings them every `heartbeat`; it also pings any peer whose stripes are
+// not all resident yet (while it loads: residency comes with the pongs),
+// and no other: an idle node's membership traffic does not grow with N. The
+// pong carries the peer's residency and byte counters (and where its rounds
+// are: rounds follow the newest a watched peer holds, which spreads around
+// the ring). Both are sealed with
 // the session key and carry a counter that only grows: a peer accepts pings
 // only on the session it admitted, a node pongs only on its current link,
 // and a replayed one is refused. A peer silent for
 // `down_after`, whose endpoint broke, or whose gets miss their deadline
-// (`get_timeout`) is marked down; reads of its stripe go to the backend. The
+// (`get_timeout`) is marked down; reads of its stripe go to the backend. A
+// watcher that finds a peer silent tells every other member (a down notice,
+// sealed like a ping): they mark it down too and join it again (a peer that
+// is alive is back within a join; a dead one stays down). A killed daemon's
+// connections close, so every member sees that at its next tick. The
 // node keeps reconnecting (on fresh endpoints; after stalled gets, backing
 // off); when the peer is back (a restarted daemon has new memory and keys: a
 // new welcome) and has reloaded extents, gets resume from it.
@@ -55,6 +65,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -77,7 +88,12 @@ struct ClusterOptions {
   std::string token;        // the job's shared secret; required with more than one node
   std::string listen_host;  // "" = every address
   std::chrono::milliseconds heartbeat{500};
-  std::chrono::milliseconds down_after{3000};
+  std::chrono::milliseconds down_after{2000};
+  uint32_t watch = 3;  // peers each node pings (the next ranks on a ring); 0: every peer
+  // A peer not up this long after start (or after it went down) is logged,
+  // with why, and again every join_report_every.
+  std::chrono::milliseconds join_report_after{10000};
+  std::chrono::milliseconds join_report_every{30000};
   std::chrono::milliseconds get_timeout{2000};
   std::chrono::milliseconds reconnect{1000};
   GetMode gets = GetMode::automatic;  // FabricOptions::gets
@@ -131,10 +147,13 @@ class Cluster {
   void on_hello(const Hello& hello, Message& m);
   void on_proof(const Proof& proof, Message& m);
   void on_ping(const Sealed& ping, Message& m);
+  void on_down(const Sealed& notice, Message& m);
+  std::optional<Key> admitted_key(const Sealed& s, const char* what, Message& m);
+  bool take_counter(const Sealed& s);
   void on_version_mismatch(const VersionMismatch& v, Message& m);
   std::string requester_refusal(const Header& h) const;  // why a sender is refused, or ""
   void refuse(const char* what, const Header& h, const std::string& why, Message& m);
-  void reply(const std::string& bytes, uint32_t rank, Message& m) const;
+  void reply(const std::string& bytes, MessageKind kind, uint32_t rank, Message& m);
   bool loud();  // whether to log one more refusal or malformed message (at most 20 per 10 s)
   std::map<std::string, ExtentRuns> local_residency() const;
   std::map<std::string, StripeOffer> stripe_offers() const;
@@ -157,6 +176,13 @@ class Cluster {
   void ping(Peer& p, const std::shared_ptr<Link>& link);
   void join(Peer& p, std::chrono::steady_clock::time_point now);
   void mark_down(Peer& p, const std::string& why);  // under p.mu
+  bool pinged(const Peer& p) const;                  // under p.mu: watched, or still loading
+  void tell_down(uint32_t subject, const std::string& why);  // a down notice to every other member up
+  void retell_down(Peer& q);  // to a member back up: the notices it may have missed
+  void send_down(Peer& q, uint32_t subject, const std::string& why);
+  void report_joins(std::chrono::steady_clock::time_point now);  // logs the peers not up past the bound
+  void count_sent(const std::string& bytes, MessageKind kind);
+  void count_received(const std::string& bytes, MessageKind kind);
   void finish_join(Peer& p, const std::shared_ptr<Link>& link);
 
   // cluster_remote.cc: gets found the data path to a peer stuck.
@@ -199,6 +225,19 @@ class Cluster {
   std::chrono::steady_clock::time_point log_window_;
   unsigned logged_ = 0, unlogged_ = 0;
   std::atomic<bool> all_resident_logged_{false};
+  // Membership messages (joins, heartbeats, notices, refusals) by kind, for
+  // status: what an idle node spends on them.
+  struct Traffic {
+    std::atomic<uint64_t> messages[kMessageKinds + 1] = {};  // the last: undecodable
+    std::atomic<uint64_t> bytes[kMessageKinds + 1] = {};
+  };
+  Traffic sent_, received_;
+  std::chrono::steady_clock::time_point started_;
+  std::chrono::steady_clock::time_point next_join_report_;
+  // Peers this node found silent itself and that are not up again, with why
+  // (heartbeat thread only).
+  std::map<uint32_t, std::string> found_silent_;
+  bool joins_reported_ = false;  // heartbeat thread only: a report went out and not every peer is up since
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stop_ = false;

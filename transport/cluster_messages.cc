@@ -316,6 +316,7 @@ Result<ClusterMessage> decode_object(const json& j) {
   if (kind == "welcome") return as_message(sealed_of(f, MessageKind::welcome));
   if (kind == "ping") return as_message(sealed_of(f, MessageKind::ping));
   if (kind == "pong") return as_message(sealed_of(f, MessageKind::pong));
+  if (kind == "down") return as_message(sealed_of(f, MessageKind::down));
   return Status(EBADMSG, "cluster message of unknown kind '" + kind.substr(0, 32) + "'");
 }
 
@@ -434,6 +435,7 @@ const char* message_name(MessageKind kind) {
     case MessageKind::refused: return "refused";
     case MessageKind::ping: return "ping";
     case MessageKind::pong: return "pong";
+    case MessageKind::down: return "down";
   }
   return "?";
 }
@@ -484,6 +486,10 @@ std::string encode(const Pong& m, const Key& key) {
     body["rounds"] = std::move(rounds);
   }
   return seal(m.kind, m, m.counter, pack(body), key);
+}
+
+std::string encode(const DownNotice& m, const Key& key) {
+  return seal(m.kind, m, m.counter, pack(json{{"subject", m.subject}, {"why", m.why}}), key);
 }
 
 Result<ClusterMessage> decode(std::string_view bytes) {
@@ -566,6 +572,23 @@ Result<Pong> open_pong(const Sealed& m, const Key& key) {
       }
     }
     return p;
+  });
+}
+
+Result<DownNotice> open_down(const Sealed& m, const Key& key) {
+  DLFS_ASSIGN_OR_RETURN(std::string body, open_body(m, MessageKind::down, key));
+  return guarded([&]() -> Result<DownNotice> {
+    DLFS_ASSIGN_OR_RETURN(json j, body_json(body, MessageKind::down));
+    static const std::string name = "down";
+    const Fields f(j, name, "");
+    DownNotice d;
+    static_cast<Header&>(d) = m;
+    d.counter = m.counter;
+    DLFS_ASSIGN_OR_RETURN(uint64_t subject, f.uint("subject"));
+    if (subject > std::numeric_limits<uint32_t>::max()) return f.bad("subject", "is not a rank");
+    d.subject = static_cast<uint32_t>(subject);
+    DLFS_ASSIGN_OR_RETURN(d.why, f.string("why"));
+    return d;
   });
 }
 

@@ -57,7 +57,7 @@
 namespace dlfs::transport {
 
 // Version 1: the digest of the token in every hello and ping (no "v" field).
-inline constexpr uint32_t kProtocolVersion = 3;  // 3: gets carry a tag (transport/am_get.h)
+inline constexpr uint32_t kProtocolVersion = 4;  // 3: gets carry a tag (transport/am_get.h); 4: down notices
 // Larger messages are refused unread (a welcome or pong of a stripe in
 // ~100,000 separate resident runs still fits).
 inline constexpr size_t kMaxMessageBytes = size_t{1} << 20;
@@ -71,7 +71,8 @@ struct NodeBytes {
   uint64_t local = 0, remote = 0, backend = 0;
 };
 
-enum class MessageKind { hello, challenge, proof, welcome, refused, ping, pong };
+enum class MessageKind { hello, challenge, proof, welcome, refused, ping, pong, down };
+inline constexpr size_t kMessageKinds = 8;
 const char* message_name(MessageKind kind);  // its "t" on the wire
 
 // ---- Keys -------------------------------------------------------------------
@@ -189,7 +190,19 @@ struct Pong : Header {
   std::map<std::string, cache::RoundSpan> rounds;
 };
 
-// A welcome, ping or pong as it arrives: its header in the clear, its body
+// A node that watches a peer found it silent for down_after: it tells every
+// other member once (sealed like a ping, on the session the receiver
+// admitted, with a counter of that session's sequence). The receiver marks
+// the subject down and joins it again: a subject that is alive (the watcher
+// alone lost it) is back within a join.
+struct DownNotice : Header {
+  static constexpr MessageKind kind = MessageKind::down;
+  uint64_t counter = 0;  // > every earlier ping's and notice's of the session
+  uint32_t subject = 0;  // the rank found silent
+  std::string why;
+};
+
+// A welcome, ping, pong or down notice as it arrives: its header in the clear, its body
 // sealed. open() with the session's key gives the message, or an error when
 // the seal does not verify (another key, another header, tampered bytes).
 struct Sealed : Header {
@@ -217,6 +230,7 @@ std::string encode(const Refused& m);
 std::string encode(const Welcome& m, const Key& session_key);
 std::string encode(const Ping& m, const Key& session_key);
 std::string encode(const Pong& m, const Key& session_key);
+std::string encode(const DownNotice& m, const Key& session_key);
 
 // Errors (EBADMSG; EMSGSIZE for oversized bytes) name the message kind, when
 // known, and the missing or bad field.
@@ -229,5 +243,6 @@ Result<Proof> open_proof(const Proof& m, const Key& session_key);
 Result<Welcome> open_welcome(const Sealed& m, const Key& session_key);
 Result<Ping> open_ping(const Sealed& m, const Key& session_key);
 Result<Pong> open_pong(const Sealed& m, const Key& session_key);
+Result<DownNotice> open_down(const Sealed& m, const Key& session_key);
 
 }  // namespace dlfs::transport

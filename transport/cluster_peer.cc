@@ -46,7 +46,9 @@ void Cluster::on_challenge(const Challenge& challenge) {
   link.key = session_key(job_key_, t);
   link.proved = true;
   // Under p.mu on the progress thread: see the lock notes in cluster.h.
-  if (Status s = link.ep->send(encode(proof, link.key)); !s) p->last_error = s.message();
+  const std::string bytes = encode(proof, link.key);
+  count_sent(bytes, MessageKind::proof);
+  if (Status s = link.ep->send(bytes); !s) p->last_error = s.message();
 }
 
 // A refusal is not authenticated: it counts only while this node's join is
@@ -62,11 +64,12 @@ void Cluster::on_refused(const Refused& refused) {
                   refused.why);
     return;
   }
-  if (p->state != PeerState::refused)
+  if (p->state != PeerState::refused) {
     spdlog::error("cluster: rank {} ({}) refused this node: {}", refused.rank, p->address.to_string(), refused.why);
+    if (p->state == PeerState::up) p->since = ClusterClock::now();
+  }
   p->state = PeerState::refused;
   p->last_error = "refused: " + refused.why;
-  p->since = ClusterClock::now();
   p->retired = std::move(p->link);  // closed by the heartbeat thread, which also retries later
 }
 
@@ -146,11 +149,97 @@ void Cluster::mark_down(Peer& p, const std::string& why) {
   if (p.state == PeerState::up)
     spdlog::warn("cluster: rank {} ({}) is down: {}; its stripe is read from the backend", p.rank,
                  p.address.to_string(), why);
-  if (p.state != PeerState::refused) p.state = PeerState::down;
+  // `since` is when the peer stopped being up (or started connecting):
+  // failed attempts to join it again do not reset it (report_joins).
+  if (p.state == PeerState::up) p.since = ClusterClock::now();
+  if (p.state != PeerState::refused) p.state = p.ever_up ? PeerState::down : PeerState::connecting;
   p.last_error = why;
-  p.since = ClusterClock::now();
   p.link.reset();
   p.next_attempt = ClusterClock::now() + options_.reconnect;
+}
+
+bool Cluster::pinged(const Peer& p) const {
+  if (p.watched || !p.link) return true;
+  for (const auto& [name, rs] : p.link->stripes) {
+    auto r = p.resident.find(name);
+    if (r == p.resident.end() || extent_count(*r->second) < rs.extents) return true;  // still loading
+  }
+  return false;
+}
+
+void Cluster::tell_down(uint32_t subject, const std::string& why) {
+  found_silent_[subject] = why;
+  for (auto& q : peers_)
+    if (q->rank != self() && q->rank != subject) send_down(*q, subject, why);
+}
+
+// A member that was not up when this node told the others (it was joining
+// again) hears of the silent peers once it is back.
+void Cluster::retell_down(Peer& q) {
+  std::erase_if(found_silent_, [&](const auto& e) {
+    const Peer& subject = *peers_[e.first];
+    std::lock_guard lk(subject.mu);
+    return subject.state == PeerState::up;  // back: nothing to tell any more
+  });
+  for (const auto& [subject, why] : found_silent_)
+    if (subject != q.rank) send_down(q, subject, why);
+}
+
+void Cluster::send_down(Peer& q, uint32_t subject, const std::string& why) {
+  std::shared_ptr<Link> link;
+  DownNotice notice;
+  Key key;
+  {
+    std::lock_guard lk(q.mu);
+    if (q.state != PeerState::up || !q.link) return;
+    link = q.link;
+    notice.counter = ++link->pings;  // the session's one sequence: pings and notices
+    key = link->key;
+  }
+  notice.rank = self();
+  notice.to = q.rank;
+  notice.session = link->session;
+  notice.subject = subject;
+  notice.why = why;
+  const std::string bytes = encode(notice, key);
+  count_sent(bytes, MessageKind::down);
+  if (Status s = link->ep->send(bytes); !s) spdlog::debug("cluster: down notice to rank {}: {}", q.rank, s.message());
+}
+
+void Cluster::report_joins(ClusterClock::time_point now) {
+  if (now < next_join_report_) return;
+  std::vector<std::string> lines;
+  size_t not_up = 0;
+  for (auto& p : peers_) {
+    if (p->rank == self()) continue;
+    std::lock_guard lk(p->mu);
+    if (p->state == PeerState::up) continue;
+    ++not_up;
+    const auto waited = now - p->since;
+    if (waited < options_.join_report_after) continue;
+    if (lines.size() < 8)
+      lines.push_back(fmt::format("rank {} ({}) {} for {:.0f} s: {}", p->rank, p->address.to_string(),
+                                  state_name(p->state), std::chrono::duration<double>(waited).count(),
+                                  p->last_error.empty() ? "no answer yet" : p->last_error));
+    else
+      lines.push_back("");
+  }
+  if (lines.empty()) {
+    if (not_up == 0 && joins_reported_) {
+      spdlog::info("cluster: every peer is up ({:.1f} s after start)",
+                   std::chrono::duration<double>(now - started_).count());
+      joins_reported_ = false;
+    }
+    return;
+  }
+  std::string text;
+  size_t shown = 0;
+  for (const auto& l : lines)
+    if (!l.empty()) text += (shown++ ? "; " : "") + l;
+  if (lines.size() > shown) text += fmt::format("; and {} more (dlfs-ctl status lists them)", lines.size() - shown);
+  spdlog::warn("cluster: {} of {} peers not up: {}", not_up, size() - 1, text);
+  joins_reported_ = true;
+  next_join_report_ = now + options_.join_report_every;
 }
 
 void Cluster::tick(Peer& p, ClusterClock::time_point now) {
@@ -158,6 +247,7 @@ void Cluster::tick(Peer& p, ClusterClock::time_point now) {
   // the progress thread holds UCX's worker lock while its message handler
   // takes p.mu, so the opposite order would deadlock.
   std::shared_ptr<Link> retired, old, ping_on, finish;
+  std::string silent;  // why a watched peer was marked down: the other members are told
   {
     std::lock_guard lk(p.mu);
     retired = std::move(p.retired);
@@ -165,9 +255,10 @@ void Cluster::tick(Peer& p, ClusterClock::time_point now) {
     if (has_link && p.link->failed()) {
       old = p.link;
       mark_down(p, "connection lost");
-    } else if (has_link && p.state == PeerState::up && now - p.last_heard > options_.down_after) {
+    } else if (has_link && p.state == PeerState::up && pinged(p) && now - p.last_heard > options_.down_after) {
       old = p.link;
-      mark_down(p, fmt::format("no heartbeat for {:.1f} s", std::chrono::duration<double>(now - p.last_heard).count()));
+      silent = fmt::format("no heartbeat for {:.1f} s", std::chrono::duration<double>(now - p.last_heard).count());
+      mark_down(p, silent);
     } else if (has_link && p.state != PeerState::up && now - p.link->started > options_.down_after) {
       old = std::move(p.link);  // no welcome in time: try again
       p.last_error = "no answer to the join";
@@ -175,16 +266,24 @@ void Cluster::tick(Peer& p, ClusterClock::time_point now) {
     } else if (has_link && p.link->welcomed && !p.link->data_ep) {
       finish = p.link;
     } else if (has_link && p.state == PeerState::up) {
+      if (!pinged(p)) return;  // a peer another member watches, loaded: nothing to ask it
       ping_on = p.link;
     } else if (has_link) {
       return;  // the join is under way
     }
-    const bool join = !finish && !ping_on;
+    const bool join = !finish && !ping_on && silent.empty();
     if (join && (p.link || now < p.next_attempt)) return;
     // A refused peer is retried less often: it is usually misconfigured.
     if (join) p.next_attempt = now + (p.state == PeerState::refused ? 5 * options_.reconnect : options_.reconnect);
   }
-  if (finish) finish_join(p, finish);
+  if (!silent.empty()) {
+    tell_down(p.rank, silent);
+    return;
+  }
+  if (finish) {
+    finish_join(p, finish);
+    retell_down(p);
+  }
   else if (ping_on) ping(p, ping_on);
   else join(p, now);
 }
@@ -200,7 +299,9 @@ void Cluster::ping(Peer& p, const std::shared_ptr<Link>& link) {
     ping.counter = ++link->pings;
     key = link->key;
   }
-  if (Status s = link->ep->send(encode(ping, key)); !s) {
+  const std::string bytes = encode(ping, key);
+  count_sent(bytes, MessageKind::ping);
+  if (Status s = link->ep->send(bytes); !s) {
     std::lock_guard lk(p.mu);
     p.last_error = s.message();
   }
@@ -234,7 +335,9 @@ void Cluster::join(Peer& p, ClusterClock::time_point now) {
     if (p.state != PeerState::refused) p.state = p.ever_up ? PeerState::down : PeerState::connecting;
     p.link = link;
   }
-  if (Status s = link->ep->send(encode(hello)); !s) {
+  const std::string bytes = encode(hello);
+  count_sent(bytes, MessageKind::hello);
+  if (Status s = link->ep->send(bytes); !s) {
     std::lock_guard lk(p.mu);
     p.last_error = s.message();
   }
@@ -294,6 +397,7 @@ void Cluster::heartbeat_loop() {
     const auto now = ClusterClock::now();
     for (auto& p : peers_)
       if (p->rank != self()) tick(*p, now);
+    report_joins(now);
     const bool all = every_stripe_resident();
     if (all && !all_resident_logged_.exchange(true))
       spdlog::info("cluster: every stripe is resident on its node ({} nodes): the whole dataset is in memory", size());

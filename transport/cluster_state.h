@@ -71,6 +71,7 @@ struct Cluster::Peer {
   std::string last_error;
   NodeBytes bytes;
   bool ever_up = false;
+  bool watched = false;  // this node pings it whatever its residency (set at creation)
   // Times in a row its gets missed their deadline while it was up (reset by a
   // batch of gets that all arrived): each doubles the wait before rejoining.
   std::atomic<unsigned> stalls{0};

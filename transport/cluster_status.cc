@@ -10,12 +10,26 @@ using nlohmann::json;
 
 json bytes_json(const NodeBytes& b) { return {{"local", b.local}, {"remote", b.remote}, {"backend", b.backend}}; }
 
+template <class Traffic>
+json traffic_json(const Traffic& t) {
+  json by_kind = json::object();
+  uint64_t messages = 0, bytes = 0;
+  for (size_t k = 0; k <= kMessageKinds; ++k) {
+    const uint64_t m = t.messages[k].load(std::memory_order_relaxed), b = t.bytes[k].load(std::memory_order_relaxed);
+    messages += m;
+    bytes += b;
+    if (m) by_kind[k == kMessageKinds ? "other" : message_name(static_cast<MessageKind>(k))] = {{"messages", m}, {"bytes", b}};
+  }
+  return {{"messages", messages}, {"bytes", bytes}, {"by_kind", by_kind}};
+}
+
 }  // namespace
 
 json Cluster::status() const {
   json members = json::array();
   const auto now = ClusterClock::now();
   bool all = true;
+  uint64_t up = 0;
   for (const auto& p : peers_) {
     json m = {{"rank", p->rank}, {"address", p->address.to_string()}};
     json stripes = json::object();
@@ -31,6 +45,8 @@ json Cluster::status() const {
     } else {
       std::lock_guard lk(p->mu);
       m["state"] = state_name(p->state);
+      m["watched"] = p->watched;
+      if (p->state == PeerState::up) ++up;
       m["since_s"] = std::chrono::duration<double>(now - p->since).count();
       if (!p->last_error.empty()) m["last_error"] = p->last_error;
       if (p->state != PeerState::up) all = false;
@@ -49,6 +65,10 @@ json Cluster::status() const {
   return {{"self", self()},          {"size", size()},
           {"source", options_.membership.source},
           {"port", fabric_->port()}, {"all_resident", all},
+          {"peers_up", up},          {"watch", options_.watch},
+          {"up_s", std::chrono::duration<double>(now - started_).count()},
+          // Membership messages (joins, heartbeats, notices, refusals) since start.
+          {"membership", {{"sent", traffic_json(sent_)}, {"received", traffic_json(received_)}}},
           {"members", members}};
 }
 

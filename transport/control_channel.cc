@@ -155,6 +155,7 @@ Result<std::unique_ptr<ControlChannel>> ControlChannel::create(const FabricOptio
   ch->handler_ = std::move(handler);
   ch->wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (ch->wake_fd_ < 0) return Status(errno, "control channel: eventfd: " + errno_text(errno));
+  ch->max_accepted_ = options.max_accepted;
   if (options.listen) {
     const std::string where =
         (options.listen_host.empty() ? "*" : options.listen_host) + ":" + std::to_string(options.port);
@@ -282,9 +283,10 @@ void ControlChannel::accept_all() {
     std::lock_guard lk(mu_);
     size_t accepted = 0;
     for (const auto& x : conns_) accepted += !x->client && x->fd >= 0;
-    if (accepted >= kMaxAccepted) {
-      // Make room: the accepted connection silent for longest goes (peers
-      // send a heartbeat every fraction of a second).
+    if (accepted >= max_accepted_) {
+      // Make room: the accepted connection silent for longest goes (a
+      // member's connection stays open while idle: Cluster sizes the cap to
+      // hold one per member and their rejoins).
       std::shared_ptr<Conn> victim;
       for (const auto& x : conns_)
         if (!x->client && x->fd >= 0 && (!victim || x->last_frame < victim->last_frame)) victim = x;

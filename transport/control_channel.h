@@ -14,7 +14,7 @@
 // replies), the payload (at most kMaxFrameBytes). A connection that greets
 // wrongly, announces a larger frame, has not greeted within kGreetTimeout,
 // or leaves a frame unfinished for kFrameTimeout is closed; at most
-// kMaxAccepted accepted connections are kept (beyond, the one silent for
+// FabricOptions::max_accepted accepted connections are kept (beyond, the one silent for
 // longest is closed). Bytes of unfinished frames are buffered as they arrive
 // (never reserved from an announced length), and all connections together
 // buffer at most kMaxBufferedBytes: beyond, the connection holding the most
@@ -47,7 +47,6 @@ class ControlChannel {
   static constexpr size_t kMaxFrameBytes = size_t{4} << 20;
   static constexpr std::chrono::seconds kGreetTimeout{5};
   static constexpr std::chrono::seconds kFrameTimeout{5};  // from a frame's first byte to its last
-  static constexpr size_t kMaxAccepted = 512;
   static constexpr size_t kMaxBufferedBytes = size_t{64} << 20;  // unfinished frames, all connections
 
   // Listens on options.listen_host:options.port when options.listen. Errors
@@ -84,6 +83,7 @@ class ControlChannel {
   Fabric::Handler handler_;
   int listen_fd_ = -1;
   int wake_fd_ = -1;
+  size_t max_accepted_ = 512;  // FabricOptions::max_accepted
   uint16_t port_ = 0;
   std::mutex mu_;  // guards conns_ (their output buffers have their own lock)
   std::vector<std::shared_ptr<Conn>> conns_;

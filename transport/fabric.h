@@ -173,6 +173,9 @@ struct FabricOptions {
   uint16_t port = 0;        // 0 = an ephemeral port (see Fabric::port())
   bool listen = true;
   GetMode gets = GetMode::automatic;
+  // Connections the listener keeps (beyond, the one silent for longest is
+  // closed): every member of the job holds one to this node.
+  size_t max_accepted = 512;
 };
 
 class Fabric {

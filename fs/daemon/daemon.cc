@@ -264,6 +264,7 @@ Status Daemon::join_cluster(const std::vector<Dataset*>& datasets) {
   co.listen_host = config_.listen;
   co.heartbeat = std::chrono::milliseconds(config_.heartbeat_ms);
   co.down_after = std::chrono::milliseconds(config_.down_after_ms);
+  co.watch = static_cast<uint32_t>(config_.watch_peers);
   co.get_timeout = std::chrono::milliseconds(config_.get_timeout_ms);
   co.gets = config_.gets;
   std::vector<transport::ServedDataset> served;

@@ -1,4 +1,6 @@
 // dlfsd: the DLFS daemon. Parses flags and config, then hands over to Daemon.
+#include <sys/resource.h>
+
 #include <malloc.h>
 #include <unistd.h>
 
@@ -40,6 +42,19 @@ int fail(const dlfs::Status& s) {
   return 2;
 }
 
+// A node of a job of N members holds about 3N descriptors for them (its
+// control connection to each, each one's to it, a UCX endpoint each): the
+// default soft limit of 1024 is reached near 340 nodes. The hard limit is the
+// administrator's; the soft one is this process's to raise.
+void raise_open_files_limit() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur >= r.rlim_max) return;
+  const rlim_t was = r.rlim_cur;
+  r.rlim_cur = r.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &r) == 0)
+    spdlog::debug("open files limit raised from {} to {}", was, r.rlim_cur);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -67,6 +82,7 @@ int main(int argc, char** argv) {
   auto config = dlfs::fs::config_from_file_and_flags(config_path, flags);
   if (!config) return fail(config.status());
   if (auto s = dlfs::init_logging(config->log_level, "dlfsd"); !s) return fail(s);
+  raise_open_files_limit();
   // Daemon::create validates the config (validate_config) before anything starts.
   auto daemon = dlfs::fs::Daemon::create(std::move(config).value());
   if (!daemon) {

@@ -130,10 +130,10 @@ done
 took=$((($(date +%s%N) - start) / 1000000))
 kill -CONT "${PIDS[1]}"
 [ "$st" != up ] || fail "node 1 stopped answering but was still up after ${took} ms"
-# Whichever notices first (the reader's gets after get_timeout, or the
-# heartbeats after down_after), node 1 is down at once, not after every read
+# Whichever notices first (the reader's gets after get_timeout, the
+# heartbeats after down_after, or node 2's down notice), node 1 is down at once, not after every read
 # waited out a get: at most the batches in flight when it stopped failed.
-grep -Eq "rank 1 .* is down: (no heartbeat|its gets missed their deadline)" "$WORK/d0.log" ||
+grep -Eq "rank 1 .* is down: (no heartbeat|rank 2 found it silent|its gets missed their deadline)" "$WORK/d0.log" ||
   fail "node 0 did not log node 1's silence"
 stalled=$(sed -n '/rank 2 .* is back/,$p' "$WORK/d0.log" | grep -c "gets of 'd' from rank 1 failed" || true)
 [ "$stalled" -le 8 ] || fail "$stalled batches of gets waited on the stopped node 1 (each costs get_timeout)"

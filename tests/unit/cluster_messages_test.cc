@@ -157,15 +157,29 @@ TEST(ClusterMessages, EachKindRoundTrips) {
   auto pong3 = open_pong(decoded_as<Sealed>(encode(pong, key)), key);
   ASSERT_TRUE(pong3) << pong3.status().message();
   EXPECT_EQ(pong3->rounds.at("x"), (cache::RoundSpan{{7, 2}, {7, 3}}));
+
+  auto notice = with_header<DownNotice>(1, 2, 9);
+  notice.counter = 13;
+  notice.subject = 4;
+  notice.why = "no heartbeat for 2.0 s";
+  const Sealed sealed_notice = decoded_as<Sealed>(encode(notice, key));
+  EXPECT_EQ(sealed_notice.kind, MessageKind::down);
+  EXPECT_EQ(sealed_notice.counter, 13u);
+  auto notice2 = open_down(sealed_notice, key);
+  ASSERT_TRUE(notice2) << notice2.status().message();
+  EXPECT_EQ(notice2->subject, 4u);
+  EXPECT_EQ(notice2->why, notice.why);
+  EXPECT_FALSE(open_ping(sealed_notice, key)) << "a notice is not a ping";
+  EXPECT_EQ(open_down(sealed_notice, session_key(job_key("another job"), sample_transcript())).status().err(), EACCES);
 }
 
 // The clear parts of each message, as MessagePack maps; what is sealed never
 // shows in the clear.
 TEST(ClusterMessages, WireFormat) {
-  EXPECT_EQ(encode(sample_hello()), msgpack({{"v", 3}, {"t", "hello"}, {"rank", 1}, {"to", 2}, {"session", 9},
+  EXPECT_EQ(encode(sample_hello()), msgpack({{"v", 4}, {"t", "hello"}, {"rank", 1}, {"to", 2}, {"session", 9},
                                              {"nonce", bin(std::string(kNonceBytes, 'n'))}}));
   const json p = json::from_msgpack(sample_proof_bytes());
-  EXPECT_EQ(p["v"], 3);
+  EXPECT_EQ(p["v"], 4);
   EXPECT_EQ(p["t"], "proof");
   EXPECT_EQ(p["rank"], 1);
   EXPECT_EQ(p["to"], 2);
@@ -175,11 +189,11 @@ TEST(ClusterMessages, WireFormat) {
   EXPECT_EQ(sample_proof_bytes().find("imagenet"), std::string::npos) << "dataset names travel in the clear";
   auto r = with_header<Refused>(0, 1, 3);
   r.why = "w";
-  EXPECT_EQ(encode(r), msgpack({{"v", 3}, {"t", "refused"}, {"rank", 0}, {"to", 1}, {"session", 3}, {"why", "w"}}));
+  EXPECT_EQ(encode(r), msgpack({{"v", 4}, {"t", "refused"}, {"rank", 0}, {"to", 1}, {"session", 3}, {"why", "w"}}));
   const Key key = session_key(job_key("job"), sample_transcript());
   const std::string sealed = encode(sample_welcome(), key);
   const json j = json::from_msgpack(sealed);
-  EXPECT_EQ(j["v"], 3);
+  EXPECT_EQ(j["v"], 4);
   EXPECT_EQ(j["t"], "welcome");
   EXPECT_EQ(j["rank"], 2);
   EXPECT_EQ(j["to"], 0);
@@ -326,10 +340,10 @@ TEST(ClusterMessages, OtherProtocolVersionsDecodeAsAMismatchNamingThem) {
   EXPECT_EQ(m.kind, "hello");
   EXPECT_EQ(m.rank, 1u);
   EXPECT_EQ(m.session, 5u);
-  auto v4 = decode(msgpack({{"v", 4}, {"t", "future"}, {"rank", "?"}}));
+  auto v4 = decode(msgpack({{"v", 5}, {"t", "future"}, {"rank", "?"}}));
   ASSERT_TRUE(v4) << v4.status().message();
   ASSERT_TRUE(std::holds_alternative<VersionMismatch>(*v4));
-  EXPECT_EQ(std::get<VersionMismatch>(*v4).version, 4u);
+  EXPECT_EQ(std::get<VersionMismatch>(*v4).version, 5u);
   EXPECT_EQ(std::get<VersionMismatch>(*v4).kind, "future");
   EXPECT_EQ(std::get<VersionMismatch>(*v4).rank, 0u) << "unreadable fields stay 0";
   // Version 2 (untagged gets): a node of that build is refused at the join,

@@ -133,6 +133,8 @@ class ClusterTest : public dlfs::test::TempDirTest {
     o.token = tokens_[i];
     o.heartbeat = 5ms;
     o.down_after = down_after_;
+    o.watch = watch_;
+    o.join_report_after = 50ms;
     o.get_timeout = kGetTimeout;
     o.reconnect = 20ms;
     auto c = Cluster::create(std::move(o), {{"ds", kFingerprint, n.buffer.get(), n.fetcher.get()}}, nullptr,
@@ -168,6 +170,7 @@ class ClusterTest : public dlfs::test::TempDirTest {
   }
 
   std::chrono::milliseconds down_after_ = kDownAfter;
+  uint32_t watch_ = 3;
   FakeNetwork net_;
   std::unique_ptr<cache::test::Dataset> data_;
   cache::StripeMap stripes_;
@@ -281,6 +284,74 @@ TEST_F(ClusterTest, ASilentNodeIsDownWithinDownAfterAndBackWhenItAnswersAgain) {
   EXPECT_EQ(counters(0).backend_bytes.load(), len);
 }
 
+TEST_F(ClusterTest, AnIdleNodePingsOnlyTheNodesItWatches) {
+  watch_ = 2;
+  start({"job", "job", "job", "job", "job", "job"});
+  ASSERT_TRUE(eventually([&] {
+    for (uint32_t i = 0; i < 6; ++i)
+      if (!all_resident(i)) return false;
+    return true;
+  }));
+  net_.record(port(4));
+  std::this_thread::sleep_for(200ms);  // 40 heartbeats
+  net_.record(port(4), false);
+  std::vector<size_t> pings(6, 0);
+  for (uint32_t to = 0; to < 6; ++to)
+    for (const auto& s : sent(4, to)) pings[to] += !s.reply && kind_of(s.bytes) == "ping";
+  // Rank 4 watches 5 and 0 (the next two on the ring), and pings no one else
+  // once everyone is loaded.
+  EXPECT_GT(pings[5], 10u);
+  EXPECT_GT(pings[0], 10u);
+  EXPECT_EQ(pings[1], 0u);
+  EXPECT_EQ(pings[2], 0u);
+  EXPECT_EQ(pings[3], 0u);
+  const json st = nodes_[4]->cluster->status();
+  EXPECT_EQ(st["peers_up"], 5);
+  EXPECT_TRUE(st["members"][5]["watched"]);
+  EXPECT_FALSE(st["members"][1]["watched"]);
+  EXPECT_GT(st["membership"]["sent"]["by_kind"]["ping"]["messages"].get<uint64_t>(), 10u);
+  // One join per peer (and a retry for a peer whose fabric was not up yet).
+  EXPECT_GE(st["membership"]["sent"]["by_kind"]["hello"]["messages"].get<uint64_t>(), 5u);
+  EXPECT_LE(st["membership"]["sent"]["by_kind"]["hello"]["messages"].get<uint64_t>(), 10u);
+}
+
+TEST_F(ClusterTest, ASilentNodeIsReportedByItsWatcherAndEveryMemberMarksItDown) {
+  watch_ = 1;  // only rank 2 pings rank 3
+  start({"job", "job", "job", "job", "job"});
+  ASSERT_TRUE(eventually([&] {
+    for (uint32_t i = 0; i < 5; ++i)
+      if (!all_resident(i)) return false;
+    return true;
+  }));
+  net_.mute(port(3));
+  const auto muted = Clock::now();
+  ASSERT_TRUE(eventually([&] { return sees(0, 3, "down") && sees(1, 3, "down") && sees(2, 3, "down") && sees(4, 3, "down"); },
+                         kDownAfter + 2s));
+  EXPECT_LT(Clock::now() - muted, kDownAfter + 1s);
+  EXPECT_NE(member(0, 3).value("last_error", std::string()).find("rank 2 found it silent"), std::string::npos)
+      << member(0, 3).dump();
+  EXPECT_NE(member(2, 3).value("last_error", std::string()).find("no heartbeat"), std::string::npos);
+  // Its stripe comes from the backend meanwhile, on a node that never pinged it.
+  auto [off, len] = range_of(3);
+  read_and_check(0, off, len);
+  EXPECT_EQ(counters(0).backend_bytes.load(), len);
+  net_.mute(port(3), false);
+  ASSERT_TRUE(eventually([&] { return sees(0, 3, "up") && sees(2, 3, "up") && sees(4, 3, "up"); }));
+  // A notice about a member that is alive costs a rejoin, nothing more.
+  EXPECT_TRUE(eventually([&] { return all_resident(0); }));
+}
+
+TEST_F(ClusterTest, ANodeThatCannotJoinAPeerShowsWhichAndWhy) {
+  start({"job", "job", "job"}, {0, 1});  // rank 2 never starts
+  ASSERT_TRUE(eventually([&] { return sees(0, 1, "up"); }));
+  std::this_thread::sleep_for(100ms);
+  const json st = nodes_[0]->cluster->status();
+  EXPECT_EQ(st["peers_up"], 1);
+  EXPECT_EQ(st["members"][2]["state"], "connecting");
+  EXPECT_GT(st["members"][2]["since_s"].get<double>(), 0.05);
+  EXPECT_FALSE(st["members"][2].value("last_error", std::string()).empty()) << st["members"][2].dump();
+}
+
 TEST_F(ClusterTest, ADroppedNodeIsDownAndARestartedOneServesItsNewMemory) {
   start({"job", "job", "job"});
   ASSERT_TRUE(eventually([&] { return all_resident(0) && all_resident(1); }));
@@ -363,7 +434,7 @@ TEST_F(ClusterTest, MalformedForeignAndOtherVersionMessagesAreIgnoredOrRefused) 
   EXPECT_EQ(r1.why, "not on a session this node admitted (join again)");
   EXPECT_EQ(r1.session, 5u);
   const Refused r2 = as<Refused>(answers[1]);
-  EXPECT_EQ(r2.why, "protocol version 1 is not this node's (3): run one DLFS version on every node");
+  EXPECT_EQ(r2.why, "protocol version 1 is not this node's (4): run one DLFS version on every node");
   EXPECT_EQ(r2.session, 6u);
   EXPECT_TRUE(sees(0, 1, "up"));
   read_and_check(1, range_of(0).first, range_of(0).second);

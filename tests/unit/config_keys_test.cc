@@ -58,6 +58,7 @@ const std::map<std::string, Reader> kMembers = {
     D("cluster.listen", listen),                 D("cluster.port", port),
     D("cluster.token_file", token_file),         D("cluster.token", token),
     D("cluster.heartbeat_ms", heartbeat_ms),     D("cluster.down_after_ms", down_after_ms),
+    D("cluster.watch_peers", watch_peers),
     D("cluster.get_timeout_ms", get_timeout_ms), D("cluster.gets", gets),
     S("dataset.name", name),                     S("dataset.view_owner", view_owner),
     S("dataset.view_group", view_group),         S("dataset.view_mode", view_mode),

@@ -131,11 +131,25 @@ std::string render_cluster(const json& c) {
       << get<std::string>(c, "source", "?") << "), port " << get<uint64_t>(c, "port", 0) << "; "
       << (get<bool>(c, "all_resident", false) ? "the whole dataset is resident" : "not all stripes resident yet")
       << "\n";
+  if (c.contains("peers_up")) {
+    const uint64_t peers = get<uint64_t>(c, "size", 1) - 1, up = get<uint64_t>(c, "peers_up", 0);
+    out << "peers up: " << up << " of " << peers;
+    if (c.contains("membership") && c["membership"].is_object()) {
+      const json& mb = c["membership"];
+      const json sent = mb.value("sent", json::object()), received = mb.value("received", json::object());
+      out << "; membership messages since start: " << get<uint64_t>(sent, "messages", 0) << " sent ("
+          << format_size(get<uint64_t>(sent, "bytes", 0)) << "), " << get<uint64_t>(received, "messages", 0)
+          << " received (" << format_size(get<uint64_t>(received, "bytes", 0)) << ") in "
+          << fmt("%.0f", get<double>(c, "up_s", 0)) << " s";
+    }
+    out << "\n";
+  }
   std::vector<std::vector<std::string>> rows = {
       {"RANK", "ADDRESS", "STATE", "DATASET", "STRIPE", "LOADED", "LOCAL", "REMOTE", "BACKEND"}};
   json members = c.value("members", json::array());
   for (const auto& m : members) {
     std::string state = get<std::string>(m, "state", "?");
+    if (state != "up" && state != "self" && m.contains("since_s")) state += fmt(" %.0f s", get<double>(m, "since_s", 0));
     if (m.contains("last_error") && state != "up") state += " (" + get<std::string>(m, "last_error", "") + ")";
     json b = m.value("bytes", json::object());
     json stripes = m.value("stripes", json::object());
