@@ -29,8 +29,8 @@ def main():
     path, n = sys.argv[1], sys.argv[2]
     with open(path) as f:
         results = json.load(f)
-    ds = results["params"]["dataset_bytes"]
     r = results["runs"].get(n) or fail(f"no run of {n} nodes in {path}")
+    ds = r["dataset"]["bytes"]
     f = r["form"]
     if not f["formed"]:
         fail(f"{n} nodes did not form within {f['bound_s']} s: {f['summary']}")

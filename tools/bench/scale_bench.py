@@ -40,6 +40,7 @@ usage: scale_bench.py [--nodes 2,4,8,16,32] [--idle 20] [--json out.json]
 Needs root (network namespaces, FUSE mounts); the host must have an eth0
 (tests/integration/netns_lib.sh, require_netns ucx).
 """
+import datetime
 import hashlib
 import json
 import os
@@ -58,7 +59,7 @@ from concurrent.futures import ThreadPoolExecutor
 from benchlib import cli
 from benchlib.datasets import ensure_dataset
 from benchlib.netns import netns
-from benchlib.proc import cpu_seconds
+from benchlib.proc import cpu_seconds, thread_cpu_seconds
 from benchlib.readers import files_under
 from benchlib.report import log, write_json
 from benchlib.teardown import exit_on_signals, signals_blocked
@@ -114,12 +115,25 @@ def netdev(ns):
 
 
 def machine_cpu():
-    """(busy, total) jiffies of the whole machine (/proc/stat): to tell what the
-    daemons cost from how busy the shared cores were."""
+    """(busy, total) jiffies of the whole machine (/proc/stat). Tick-sampled: a
+    thread that runs a few microseconds every 200 us (an idle UCX progress thread)
+    is seldom running at a tick and mostly counts as idle here, while its own
+    utime+stime (scaled to the scheduler's exact runtime) does not miss it. So
+    this says how busy other work kept the host, not what the daemons cost."""
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:]]
     idle = v[3] + v[4]
     return sum(v) - idle, sum(v)
+
+
+def runnable():
+    """Tasks runnable right now on the host (procs_running): with 2 cores, above 2
+    the daemons wait for a core."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("procs_running"):
+                return int(line.split()[1])
+    return 0
 
 
 def rss_bytes(pid):
@@ -177,6 +191,23 @@ def med(xs):
 
 # ---- the cluster -------------------------------------------------------------
 
+class Dataset:
+    """The files a cluster of N serves, generated once under the workdir, and the
+    daemons' config file (the heartbeat keys have no flags, and a config file
+    does not mix with --backend: the dataset is in it)."""
+
+    def __init__(self, a, n):
+        count = a.files_per_node * n if a.files_per_node else a.files
+        self.path = os.path.join(a.workdir, f"data-{count}x{a.file_size}")
+        ensure_dataset(self.path, count, cli.size_arg(a.file_size), 16, jitter=0.5)
+        self.files = files_under(self.path)
+        self.bytes = sum(os.path.getsize(os.path.join(self.path, f)) for f in self.files)
+        self.config = os.path.join(a.workdir, f"dlfsd-{count}.toml")
+        with open(self.config, "w") as f:
+            f.write(f"[cluster]\nheartbeat_ms = {a.heartbeat_ms}\ndown_after_ms = {a.down_after_ms}\n\n"
+                    f"[[dataset]]\nname = \"ds\"\nbackend = \"{self.path}\"\nseed = 7\n")
+
+
 class Node:
     def __init__(self, rank, ns, workdir, n):
         self.rank, self.ns = rank, ns
@@ -190,20 +221,42 @@ class Node:
         return ctl(self.sock)
 
 
+def static_neighbours(names, addrs):
+    """Permanent neighbour (ARP) entries in every node for every other node. All
+    namespaces share the host's one ARP table, whose gc_thresh3 (1024 by default)
+    bounds its learned entries: N nodes learn N (N - 1), so from N = 33 on ARP
+    failed ("neighbour: arp_cache: neighbor table overflow!" in dmesg) and TCP
+    connections stayed in SYN-SENT. Permanent entries are exempt from that bound.
+    A real node holds N - 1 entries in a table of its own."""
+    macs = []
+    for ns in names:
+        out = subprocess.run(["ip", "-n", ns, "-j", "link", "show", "eth0"], capture_output=True, text=True, check=True)
+        macs.append(json.loads(out.stdout)[0]["address"])
+    for i, ns in enumerate(names):
+        batch = "".join(f"neigh replace {addrs[j]} lladdr {macs[j]} dev eth0 nud permanent\n"
+                        for j in range(len(names)) if j != i)
+        subprocess.run(["ip", "-n", ns, "-batch", "-"], input=batch, text=True, check=True)
+
+
 class Cluster:
     """n daemons in n namespaces, one dataset striped over them. Always torn down
     (close()): daemons stopped, mounts gone, namespaces deleted."""
 
-    def __init__(self, a, n):
-        self.a, self.n = a, n
+    def __init__(self, a, n, ds):
+        self.a, self.n, self.ds = a, n, ds
         self.tag = f"{a.tag}-{n}"
         self.names, self.addrs = netns("up", self.tag, n, need_ucx=True)
+        try:
+            static_neighbours(self.names, self.addrs)
+        except (subprocess.CalledProcessError, ValueError, KeyError):
+            netns("down", self.tag)
+            raise
         self.nodes = [Node(i, self.names[i], a.workdir, n) for i in range(n)]
         self.peers = ",".join(f"{ip}:{PORT}" for ip in self.addrs)
         self.logs = []
 
     def argv(self, node):
-        return ["nsenter", f"--net=/var/run/netns/{node.ns}", "--", self.a.dlfsd, "--config", self.a.config,
+        return ["nsenter", f"--net=/var/run/netns/{node.ns}", "--", self.a.dlfsd, "--config", self.ds.config,
                 "--mountpoint", node.mnt, "--control-socket", node.sock, *DAEMON_FLAGS,
                 "--memory-budget", self.a.memory_budget, "--extent-size", self.a.extent_size,
                 "--token-file", self.a.token, "--peers", self.peers, "--rank", str(node.rank)]
@@ -216,6 +269,7 @@ class Cluster:
         self.logs.append(logf)
         env = dict(os.environ, UCX_TLS="tcp", UCX_NET_DEVICES="eth0", UCX_WARN_UNUSED_ENV_VARS="n")
         node.started = time.monotonic()
+        node.started_wall = time.time()
         node.proc = subprocess.Popen(self.argv(node), stdout=logf, stderr=subprocess.STDOUT, env=env)
 
     def statuses(self, nodes=None):
@@ -252,6 +306,20 @@ class Cluster:
 
 
 # ---- the phases --------------------------------------------------------------
+
+def listening_after(node):
+    """Seconds from the daemon's start to its cluster listening (its log line's
+    time stamp): before that no join to it can succeed."""
+    try:
+        with open(node.log) as f:
+            for line in f:
+                if "cluster: rank" in line and "listening on port" in line:
+                    stamp = datetime.datetime.fromisoformat(line.split()[0]).timestamp()
+                    return stamp - node.started_wall
+    except (OSError, ValueError):
+        pass
+    return None
+
 
 def not_up_report(status):
     """What a node that has not formed says: its peers not up, with last_error,
@@ -293,7 +361,9 @@ def phase_form(c):
     t_last = c.nodes[-1].started
     formed_at, last = {}, {}
     deadline = t0 + a.form_timeout
+    queue = []
     while len(formed_at) < n and time.monotonic() < deadline:
+        queue.append(runnable())
         for nd, st, t in c.statuses([nd for nd in c.nodes if nd.rank not in formed_at]):
             last[nd.rank] = st
             if nd.proc.poll() is not None:
@@ -304,7 +374,7 @@ def phase_form(c):
     busy1 = machine_cpu()
     cpu = [cpu_seconds(nd.proc.pid) for nd in c.nodes]
     out = {"started_s": t_last - t0, "machine_busy_cores_forming": (busy1[0] - busy0[0]) / (busy1[1] - busy0[1])
-           * os.cpu_count(), "daemon_cpu_s_to_form": cpu}
+           * os.cpu_count(), "runnable_forming_median": med(queue), "daemon_cpu_s_to_form": cpu}
     if len(formed_at) < n:
         reports = {nd.rank: not_up_report(last.get(nd.rank)) for nd in c.nodes if nd.rank not in formed_at}
         out.update(formed=False, bound_s=a.form_timeout, formed_nodes=len(formed_at),
@@ -323,7 +393,8 @@ def phase_form(c):
                rss_bytes=[rss_bytes(nd.proc.pid) for nd in c.nodes],
                tx_bytes_to_form=[x["tx_bytes"] for x in net], tx_packets_to_form=[x["tx_packets"] for x in net],
                load_s=[st["datasets"][0].get("load", {}).get("elapsed_s") for _nd, st, _t in snap],
-               scan_s=[st["datasets"][0].get("scan_s") for _nd, st, _t in snap])
+               scan_s=[st["datasets"][0].get("scan_s") for _nd, st, _t in snap],
+               listening_s=[listening_after(nd) for nd in c.nodes])
     return out
 
 
@@ -333,11 +404,15 @@ def phase_idle(c, seconds):
     def snap():
         s = {}
         for nd in c.nodes:
-            s[nd.rank] = {"t": time.monotonic(), "net": netdev(nd.ns), "cpu": cpu_seconds(nd.proc.pid),
+            # Threads' exact runtime (schedstat, ns): an idle daemon's threads live on.
+            s[nd.rank] = {"t": time.monotonic(), "net": netdev(nd.ns), "cpu": thread_cpu_seconds(nd.proc.pid),
                           "membership": membership_counters(nd.status())}
         return s
     m0, b0 = snap(), machine_cpu()
-    time.sleep(seconds)
+    queue, end = [], time.monotonic() + seconds
+    while time.monotonic() < end:  # how crowded the host's cores were meanwhile
+        queue.append(runnable())
+        time.sleep(min(0.5, max(0.0, end - time.monotonic())))
     m1, b1 = snap(), machine_cpu()
     per = []
     for nd in c.nodes:
@@ -353,7 +428,9 @@ def phase_idle(c, seconds):
            "tx_bytes_s": med([p["tx_bytes"] for p in per]), "rx_bytes_s": med([p["rx_bytes"] for p in per]),
            "tx_packets_s": med([p["tx_packets"] for p in per]), "rx_packets_s": med([p["rx_packets"] for p in per]),
            "cpu_pct_median": med([p["cpu_pct"] for p in per]), "cpu_pct_max": max(p["cpu_pct"] for p in per),
-           "machine_busy_cores": (b1[0] - b0[0]) / (b1[1] - b0[1]) * os.cpu_count()}
+           "daemons_cores": sum(p["cpu_pct"] for p in per) / 100,
+           "machine_busy_cores": (b1[0] - b0[0]) / (b1[1] - b0[1]) * os.cpu_count(),
+           "runnable_median": med(queue), "runnable_max": max(queue) if queue else None}
     out["tx_bytes_s_per_peer"] = out["tx_bytes_s"] / peers
     out["tx_packets_s_per_peer"] = out["tx_packets_s"] / peers
     if all("membership_per_s" in p for p in per):
@@ -379,9 +456,9 @@ def check_tar(path, backend, names_seen):
     return members, size
 
 
-def phase_views(c, files, raw_samples):
+def phase_views(c, raw_samples):
     """Every node's view of its rank and a sample of raw files, against the backend."""
-    a, n = c.a, c.n
+    n, ds, files = c.n, c.ds.path, c.ds.files
     seen, errors = set(), []
     before = sum(backend_bytes(st) for _nd, st, _t in c.statuses())
     lock = threading.Lock()
@@ -389,12 +466,12 @@ def phase_views(c, files, raw_samples):
     def one(nd):
         mine = set()
         try:
-            members, _ = check_tar(os.path.join(nd.mnt, "ds", "epochs", "0", str(n), f"{nd.rank}.tar"), a.dataset, mine)
+            members, _ = check_tar(os.path.join(nd.mnt, "ds", "epochs", "0", str(n), f"{nd.rank}.tar"), ds, mine)
             want = -(-len(files) // n)  # remainder pad: every rank gets ceil(samples / N)
             if members != want:
                 raise AssertionError(f"rank {nd.rank}: {members} members in its view, expected {want}")
             for name in random.Random(nd.rank).sample(files, min(raw_samples, len(files))):
-                with open(os.path.join(nd.mnt, "ds", "raw", name), "rb") as f, open(os.path.join(a.dataset, name), "rb") as g:
+                with open(os.path.join(nd.mnt, "ds", "raw", name), "rb") as f, open(os.path.join(ds, name), "rb") as g:
                     if hashlib.sha256(f.read()).digest() != hashlib.sha256(g.read()).digest():
                         raise AssertionError(f"node {nd.rank}: raw/{name} differs from the backend")
         except (OSError, AssertionError, tarfile.TarError) as e:
@@ -470,12 +547,12 @@ def wait_back(c, victim, t_event, bound):
     return max(t for t, _ in done.values()) - t_event, max(u for _, u in done.values() if u is not None) - t_event
 
 
-def phase_kill(c, files, dataset_bytes):
+def phase_kill(c):
     """SIGKILL of rank N-1 while node 0 streams the whole dataset's view; then its restart."""
-    a, n = c.a, c.n
+    a, n, files = c.a, c.n, c.ds.files
     victim, reader_node = c.nodes[-1], c.nodes[0]
     b0 = backend_bytes(reader_node.status())
-    reader = PacedReader(os.path.join(reader_node.mnt, "ds", "epochs", "1", "1", "0.tar"), a.reader_s, dataset_bytes)
+    reader = PacedReader(os.path.join(reader_node.mnt, "ds", "epochs", "1", "1", "0.tar"), a.reader_s, c.ds.bytes)
     reader.start()
     time.sleep(a.reader_s / 4)
     t_kill = time.monotonic()
@@ -494,7 +571,7 @@ def phase_kill(c, files, dataset_bytes):
             seen = set()
             with tarfile.open(fileobj=io.BytesIO(bytes(reader.data)), mode="r|") as t:
                 for m in t:
-                    with open(os.path.join(a.dataset, m.name), "rb") as f:
+                    with open(os.path.join(c.ds.path, m.name), "rb") as f:
                         if t.extractfile(m).read() != f.read():
                             raise AssertionError(f"member {m.name} differs from the backend")
                     seen.add(m.name)
@@ -532,26 +609,28 @@ def phase_stop(c):
             "detect_s": delays, "not_detected_by": missed, "back_s": back[0] if back else None}
 
 
-def run_n(a, n, files, dataset_bytes):
-    c = Cluster(a, n)
+def run_n(a, n):
+    ds = Dataset(a, n)
+    c = Cluster(a, n, ds)
     try:
-        r = {"nodes": n, "form": phase_form(c)}
+        r = {"nodes": n, "dataset": {"files": len(ds.files), "bytes": ds.bytes}}
+        r["form"] = phase_form(c)
         f = r["form"]
         if not f["formed"]:
             log(f"{n} nodes: NOT formed within {a.form_timeout:.0f} s: {f['summary']}")
             r["idle"] = phase_idle(c, min(a.idle, 10))  # what the daemons cost meanwhile
             return r
         log(f"{n} nodes: formed in {f['form_s']:.2f} s (last peer up at {f['all_up_s']:.2f} s), "
-            f"backend {f['backend_bytes'] / dataset_bytes:.3f}x the dataset")
+            f"backend {f['backend_bytes'] / ds.bytes:.3f}x the dataset ({len(ds.files)} files, {ds.bytes / (1 << 20):.1f} MiB)")
         time.sleep(a.settle)
         r["idle"] = phase_idle(c, a.idle)
         i = r["idle"]
         log(f"{n} nodes: idle tx {i['tx_bytes_s']:,.0f} B/s/node ({i['tx_bytes_s_per_peer']:,.0f} per peer), "
             f"{i['tx_packets_s']:,.1f} pkt/s, CPU {i['cpu_pct_median']:.2f}% median, {i['cpu_pct_max']:.2f}% max")
-        r["views"] = phase_views(c, files, a.raw_samples)
+        r["views"] = phase_views(c, a.raw_samples)
         log(f"{n} nodes: views {'byte-exact' if r['views']['ok'] else 'WRONG: ' + '; '.join(r['views']['errors'])}")
         if n >= 2:
-            r["kill"] = phase_kill(c, files, dataset_bytes)
+            r["kill"] = phase_kill(c)
             k = r["kill"]
             rj = k["rejoin"]
             log(f"{n} nodes: rank {k['victim']} killed: down everywhere after {fmt(k['detect_s_max'])} s (median "
@@ -575,9 +654,9 @@ def fmt(x, spec=".2f", none="-"):
     return none if x is None else format(x, spec)
 
 
-def table(results, dataset_bytes):
+def table(results):
     print("\nN = nodes (network namespaces, UCX over tcp, one machine: 2 cores shared by all daemons)")
-    head = ("   N  form s  up s  from last  backend/ds  idle tx B/s  per peer  pkt/s/peer  CPU% med  max  busy cores"
+    head = ("   N  form s  up s  from last  backend/ds  idle tx B/s  per peer  pkt/s/peer  CPU% med  max  daemons' cores  runnable"
             "  kill: down med/max s  reader  rejoin s  stop: down med/max s  views")
     print(head)
     for n, r in sorted(results.items(), key=lambda kv: int(kv[0])):
@@ -585,14 +664,15 @@ def table(results, dataset_bytes):
         if not f["formed"]:
             i = r.get("idle", {})
             print(f"{int(n):4d}  not formed within {f['bound_s']:.0f} s ({f['formed_nodes']}/{n} nodes): {f['summary']}; "
-                  f"idle CPU {fmt(i.get('cpu_pct_median'))}% med, machine {fmt(i.get('machine_busy_cores'))} cores busy")
+                  f"idle CPU {fmt(i.get('cpu_pct_median'))}% med, daemons {fmt(i.get('daemons_cores'))} cores, "
+                  f"{fmt(i.get('runnable_median'), '.0f')} tasks runnable")
             continue
         i, k, s, v = r["idle"], r.get("kill", {}), r.get("stop", {}), r["views"]
         rj = k.get("rejoin", {})
         print(f"{int(n):4d}  {f['form_s']:6.2f}  {f['all_up_s']:4.2f}  {f['form_from_last_start_s']:9.2f}  "
-              f"{f['backend_bytes'] / dataset_bytes:10.3f}  {i['tx_bytes_s']:11,.0f}  {i['tx_bytes_s_per_peer']:8,.0f}  "
+              f"{f['backend_bytes'] / r['dataset']['bytes']:10.3f}  {i['tx_bytes_s']:11,.0f}  {i['tx_bytes_s_per_peer']:8,.0f}  "
               f"{i['tx_packets_s_per_peer']:10.2f}  {i['cpu_pct_median']:8.2f}  {i['cpu_pct_max']:4.1f}  "
-              f"{i['machine_busy_cores']:10.2f}  {fmt(k.get('detect_s_median')):>9}/{fmt(k.get('detect_s_max')):<6}     "
+              f"{i['daemons_cores']:14.2f}  {fmt(i['runnable_median'], '.0f'):>8}  {fmt(k.get('detect_s_median')):>9}/{fmt(k.get('detect_s_max')):<6}     "
               f"{('ok' if k.get('reader', {}).get('ok') else 'FAIL') if k else '-':>6}  "
               f"{fmt(rj.get('resident_s')) if rj.get('ok', True) else 'FAIL':>8}  "
               f"{fmt(s.get('detect_s_median')):>9}/{fmt(s.get('detect_s_max')):<6}     {'ok' if v['ok'] else 'WRONG'}")
@@ -604,6 +684,8 @@ def main():
     ap = cli.parser(__doc__, workdir="/tmp/dlfs-scale-bench", json="write every figure here (per node too)")
     ap.add_argument("--nodes", default="2,4,8,16,32", help="cluster sizes, comma-separated (at most 250)")
     ap.add_argument("--files", type=int, default=2048, help="dataset: this many files")
+    ap.add_argument("--files-per-node", type=int, help="dataset: this many files a node (N x this), instead of --files: "
+                    "every stripe the same size at every N, so what grows with N is the cluster's own work")
     ap.add_argument("--file-size", default="16K", help="dataset: of this size each (+-50%%)")
     ap.add_argument("--memory-budget", default="64M", help="each daemon's memory_budget")
     ap.add_argument("--extent-size", default="64K", help="extent_size: a stripe is whole extents")
@@ -625,37 +707,28 @@ def main():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 1 << 16)), hard))
     os.makedirs(a.workdir, exist_ok=True)
-    a.dataset = os.path.join(a.workdir, f"data-{a.files}x{a.file_size}")
-    ensure_dataset(a.dataset, a.files, cli.size_arg(a.file_size), 16, jitter=0.5)
-    files = files_under(a.dataset)
-    dataset_bytes = sum(os.path.getsize(os.path.join(a.dataset, f)) for f in files)
-    # The heartbeat keys have no flags: a config file, with the dataset (a file
-    # and --backend do not mix).
-    a.config = os.path.join(a.workdir, "dlfsd.toml")
-    with open(a.config, "w") as f:
-        f.write(f"[cluster]\nheartbeat_ms = {a.heartbeat_ms}\ndown_after_ms = {a.down_after_ms}\n\n"
-                f"[[dataset]]\nname = \"ds\"\nbackend = \"{a.dataset}\"\nseed = 7\n")
     a.token = os.path.join(a.workdir, "token")
     with open(os.open(a.token, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
         f.write(os.urandom(32).hex())
     exit_on_signals()
-    log(f"dataset: {len(files)} files, {dataset_bytes / (1 << 20):.1f} MiB; nodes {sizes}")
+    log(f"nodes {sizes}; dataset: " + (f"{a.files_per_node} files a node" if a.files_per_node else f"{a.files} files")
+        + f" of {a.file_size} (+-50%)")
     results = {}
-    params = {k: getattr(a, k) for k in ("files", "file_size", "memory_budget", "extent_size", "idle", "settle",
+    params = {k: getattr(a, k) for k in ("files", "files_per_node", "file_size", "memory_budget", "extent_size", "idle", "settle",
                                          "form_timeout", "reader_s", "poll")}
-    params.update(dataset_bytes=dataset_bytes, samples=len(files), heartbeat_ms=a.heartbeat_ms,
+    params.update(heartbeat_ms=a.heartbeat_ms,
                   down_after_ms=a.down_after_ms,
                   cores=os.cpu_count(), git=subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)),
                                                             "rev-parse", "--short", "HEAD"],
                                                            capture_output=True, text=True).stdout.strip())
     try:
         for n in sizes:
-            results[str(n)] = run_n(a, n, files, dataset_bytes)
+            results[str(n)] = run_n(a, n)
             if a.json:  # after every N: a long run interrupted keeps what it measured
                 write_json(a.json, {"params": params, "runs": results})
     finally:
         if results:
-            table(results, dataset_bytes)
+            table(results)
 
 
 if __name__ == "__main__":
