@@ -8,7 +8,8 @@ FORM_BOUND_S; the nodes together read 0.99-1.1x the dataset from the backend
 while loading; every node's view and raw samples were byte-exact and the views
 read nothing from the backend; the SIGKILLed node was seen down by every
 other node within the heartbeat timeout plus slack, the reader streaming
-through the kill finished with the right bytes, and the restarted node
+through the kill finished with the right bytes (the dead node's samples read
+from the backend), and the restarted node
 rejoined everywhere; the SIGSTOPped node was seen down by all and came back;
 idle heartbeat traffic per peer stayed under IDLE_PER_PEER_MAX bytes/s (a
 runaway of messages; 1.75 KB/s was measured when this was written).
@@ -52,6 +53,9 @@ def main():
     rd = k["reader"]
     if not rd["ok"]:
         fail(f"the reader streaming during the kill failed: {rd['error']}")
+    if rd["backend_bytes"] <= 0:
+        fail("the reader's node read nothing from the backend after the kill: the dead node's samples came from "
+             "elsewhere, or the kill came after the reader had them")
     if not k["rejoin"]["ok"]:
         fail(f"the restarted node did not rejoin within {k['rejoin']['bound_s']} s: {k['rejoin']['nodes']}")
     s = r.get("stop") or fail("no SIGSTOP measurement")
