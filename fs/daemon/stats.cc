@@ -168,6 +168,12 @@ nlohmann::json restricted_json(const Dataset& d) {
           {"restricted", "this user may not read the dataset's views"}};
 }
 
+// The resume directory ids (docs/stats.md).
+void add_context_json(nlohmann::json& j, const Namespace& ns, size_t i) {
+  const DirContexts::Usage u = ns.dir_contexts(i).usage();
+  j["views"]["contexts"] = {{"in_use", u.ids}, {"held_by_kernel", u.pinned}, {"recycled", u.recycled}};
+}
+
 }  // namespace
 
 nlohmann::json build_stats(const DaemonFacts& facts, const std::vector<std::unique_ptr<Dataset>>& datasets,
@@ -199,6 +205,7 @@ nlohmann::json build_stats(const DaemonFacts& facts, const DatasetSlots& dataset
     ViewRegistry::Usage ids;
     if (ns) ids = ns->views(i).usage();
     list.push_back(dataset_json(*d, detailed, ns ? &ids : nullptr));
+    if (ns && detailed) add_context_json(list.back(), *ns, i);
   }
   const uint64_t rss = process_rss_bytes();
   return {{"version", facts.version},

@@ -34,12 +34,19 @@ std::vector<std::unique_ptr<ViewRegistry>> registries_for(const DatasetSlots& da
   for (size_t i = 0; i < datasets.size(); ++i) r.push_back(std::make_unique<ViewRegistry>());
   return r;
 }
+template <typename T, typename... Args>
+std::vector<std::unique_ptr<T>> one_each(const DatasetSlots& datasets, Args... args) {
+  std::vector<std::unique_ptr<T>> r;
+  for (size_t i = 0; i < datasets.size(); ++i) r.push_back(std::make_unique<T>(args...));
+  return r;
+}
 }  // namespace
 
 Namespace::Namespace(const DatasetSlots& datasets, StatsText stats_text, int64_t start_time_ns, uint32_t uid,
                      uint32_t gid)
     : datasets_(datasets),
       views_(registries_for(datasets)),
+      contexts_(one_each<DirContexts>(datasets, kMaxDirContexts)),
       stats_text_(std::move(stats_text)),
       start_time_ns_(start_time_ns),
       uid_(uid),
@@ -58,6 +65,7 @@ Namespace::Namespace(const std::vector<std::unique_ptr<Dataset>>& datasets, Stat
     : borrowed_(borrow_all(datasets)),
       datasets_(borrowed_),
       views_(registries_for(borrowed_)),
+      contexts_(one_each<DirContexts>(borrowed_, kMaxDirContexts)),
       stats_text_(std::move(stats_text)),
       start_time_ns_(start_time_ns),
       uid_(uid),
