@@ -157,13 +157,17 @@ ClientReply ClientSession::open(const json& r) {
   return reply;
 }
 
-// The optional "resume" field of a view request: the view the mount serves
-// under .../resume/<consumed>/<W'>/ (null: none).
+// The optional "seed" and "resume" fields of a view request: the view the
+// mount serves under seeds/<seed>/ and .../resume/<consumed>/<W'>/ (null: neither).
 Result<std::shared_ptr<const ViewContext>> ClientSession::view_context(const json& r) const {
+  const bool seeded = r.contains("seed");
   const auto resume = r.find("resume");
-  if (resume == r.end()) return std::shared_ptr<const ViewContext>();
-  const uint64_t seed = ds_->planner().seed();
-  const bool seeded = false;
+  if (!seeded && resume == r.end()) return std::shared_ptr<const ViewContext>();
+  uint64_t seed = ds_->planner().seed();
+  if (seeded) {
+    DLFS_ASSIGN_OR_RETURN(seed, field(r, "seed", UINT64_MAX));
+  }
+  if (resume == r.end()) return std::shared_ptr<const ViewContext>(std::make_shared<ViewContext>(seed, true));
   if (!resume->is_object())
     return Status(EINVAL, "field \"resume\" must be {\"world_size\": W, \"consumed\": [counts]}, not " + resume->dump());
   DLFS_ASSIGN_OR_RETURN(const uint64_t world, field(*resume, "world_size", 65535));

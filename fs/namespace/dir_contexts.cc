@@ -22,7 +22,7 @@ Result<uint32_t> DirContexts::id_of(const DirKey& key, std::shared_ptr<const Vie
     }
     if (!found)
       return Status(ENOSPC, "the kernel holds " + std::to_string(max_ids_) +
-                                " resume directories of this dataset at once; none can be recycled until it "
+                                " seed and resume directories of this dataset at once; none can be recycled until it "
                                 "forgets some");
     ids_.erase(slots_[id].context.key);
     ++recycled_;

@@ -1,8 +1,9 @@
 // DirContexts: small ids for the directories whose names do not fit an
-// inode number's 40-bit index (fs/namespace/inode.h): the ones under a
-// view directory's resume/ (the consumed counts of every rank). Such a
-// directory's inode carries its id; a world directory inside one
-// (.../resume/<consumed>/<W'>) carries the id of its parent and its W.
+// inode number's 40-bit index (fs/namespace/inode.h): the ones under
+// seeds/<s>/ (a 64-bit seed) and under a view directory's resume/ (the
+// consumed counts of every rank). Such a directory's inode carries its id;
+// a world directory inside one (seeds/<s>/epochs/<e>/<W>,
+// .../resume/<consumed>/<W'>) carries the id of its parent and its W.
 //
 // Pinned like view ids (fs/views/view_registry.h): id_of() and pin() take
 // one pin, which the caller hands to the kernel (a lookup reply, a
@@ -26,15 +27,18 @@
 namespace dlfs::fs {
 
 enum class DirLevel : uint8_t {
-  resume,       // epochs/<e>/<W>/resume
+  seed,         // seeds/<s>
+  seed_epochs,  // seeds/<s>/epochs
+  epoch,        // seeds/<s>/epochs/<e>: world directories below
+  resume,       // [seeds/<s>/]epochs/<e>/<W>/resume
   consumed,     // .../resume/<consumed>: world directories (W') below
 };
 
 struct DirKey {
-  DirLevel level = DirLevel::resume;
+  DirLevel level = DirLevel::seed;
   uint64_t seed = 0;
-  bool seeded = false;      // always false: the configured seed's epochs/
-  uint32_t epoch = 0;
+  bool seeded = false;      // under seeds/<s>/ (else epochs/, the configured seed)
+  uint32_t epoch = 0;       // epoch, resume, consumed
   uint32_t world = 0;       // resume, consumed: the W whose ranks consumed
   std::string consumed;     // consumed: the path component naming the counts
   auto fields() const { return std::tie(level, seed, seeded, epoch, world, consumed); }
@@ -44,7 +48,7 @@ struct DirKey {
 
 struct DirContext {
   DirKey key;
-  // consumed level: the context of the views below (shared by them).
+  // epoch and consumed levels: the context of the views below (shared by them).
   std::shared_ptr<const ViewContext> views;
 };
 

@@ -1,5 +1,7 @@
 // The directories named by a directory context (fs/namespace/dir_contexts.h):
 //
+//   /<dataset>/seeds/                          lists nothing: any seed exists when looked up
+//   /<dataset>/seeds/<s>/epochs/<e>/<W>/...    the epochs/ tree with seed s
 //   .../epochs/<e>/<W>/resume/                 lists nothing
 //   .../resume/<consumed>/<W'>/<r'>.<fmt>      the rest of epoch e after W ranks
 //                                              read <consumed>, over W' ranks
@@ -25,10 +27,12 @@ std::optional<uint64_t> parse_number(std::string_view s) {
 
 constexpr uint64_t kMaxWorld = 65535;
 
+DirKey seed_key(DirLevel level, uint64_t seed, uint32_t epoch = 0) { return {level, seed, true, epoch, 0, {}}; }
 
 // The path of a context's directory below the dataset, for log lines.
 std::string path_of(const Dataset& ds, const DirKey& k) {
   std::string p = ds.name() + "/";
+  if (k.seeded) p += "seeds/" + std::to_string(k.seed) + "/";
   p += "epochs/" + std::to_string(k.epoch) + "/" + std::to_string(k.world) + "/resume";
   if (k.level == DirLevel::consumed) p += "/" + k.consumed;
   return p;
@@ -38,10 +42,13 @@ std::string path_of(const Dataset& ds, const DirKey& k) {
 
 std::shared_ptr<const ViewContext> Namespace::make_view_context(const Dataset& ds, uint32_t dataset, const DirKey& key,
                                                                 std::vector<uint64_t> counts) const {
-  (void)ds;
-  (void)dataset;
-  if (key.level != DirLevel::consumed) return nullptr;
-  return std::make_shared<ViewContext>(key.seed, key.seeded, key.world, std::move(counts), key.consumed);
+  std::shared_ptr<ViewContext> c;
+  if (key.level == DirLevel::epoch) c = std::make_shared<ViewContext>(key.seed, true);
+  else if (key.level == DirLevel::consumed)
+    c = std::make_shared<ViewContext>(key.seed, key.seeded, key.world, std::move(counts), key.consumed);
+  else return nullptr;
+  c->counters = &seeds_[dataset]->of(key.seed, ds.planner().seed());
+  return c;
 }
 
 Result<Attr> Namespace::context_child(const Dataset& ds, uint32_t dataset, const DirKey& key) const {
@@ -66,14 +73,18 @@ Result<Attr> Namespace::context_world(const Dataset& ds, uint32_t dataset, uint3
 
 Result<Attr> Namespace::context_attr(const Dataset& ds, const NodeId& n) const {
   const uint64_t ino = encode_ino(n);
+  if (n.kind == NodeKind::seeds_dir) return view_dir_attr(ds, ino, 0);
   const uint64_t id = n.kind == NodeKind::context_world_dir ? n.index >> 16 : n.index;
   auto c = contexts_[n.dataset]->get(static_cast<uint32_t>(id));
   if (!c) return not_found();
   if (n.kind == NodeKind::context_world_dir) {
-    if (c->key.level != DirLevel::consumed) return not_found();
+    if (c->key.level != DirLevel::epoch && c->key.level != DirLevel::consumed) return not_found();
     return view_dir_attr(ds, ino, static_cast<uint32_t>(n.index & 0xffff));
   }
   switch (c->key.level) {
+    case DirLevel::seed: return view_dir_attr(ds, ino, 1);
+    case DirLevel::seed_epochs: return view_dir_attr(ds, ino, ds.planner().config().epochs_listed);
+    case DirLevel::epoch: return view_dir_attr(ds, ino, 1);
     case DirLevel::resume:
     case DirLevel::consumed: return view_dir_attr(ds, ino, 0);
   }
@@ -87,11 +98,25 @@ void Namespace::refuse_resume(const Dataset& ds, const DirKey& resume, std::stri
 }
 
 Result<Attr> Namespace::context_lookup(const Dataset& ds, const NodeId& p, std::string_view name) const {
+  if (p.kind == NodeKind::seeds_dir) {
+    auto s = parse_number(name);  // any 64-bit seed
+    if (!s) return not_found();
+    return context_child(ds, p.dataset, seed_key(DirLevel::seed, *s));
+  }
   const auto id = static_cast<uint32_t>(p.index);
   auto c = contexts_[p.dataset]->get(id);
   if (!c) return not_found();
   const DirKey& k = c->key;
   switch (k.level) {
+    case DirLevel::seed:
+      if (name != "epochs") return not_found();
+      return context_child(ds, p.dataset, seed_key(DirLevel::seed_epochs, k.seed));
+    case DirLevel::seed_epochs: {
+      auto e = parse_number(name);
+      if (!e || *e > kMaxEpoch) return not_found();
+      return context_child(ds, p.dataset, seed_key(DirLevel::epoch, k.seed, static_cast<uint32_t>(*e)));
+    }
+    case DirLevel::epoch:
     case DirLevel::consumed: {
       auto w = parse_number(name);
       if (!w || *w < 1 || *w > kMaxWorld) return not_found();
@@ -119,13 +144,41 @@ Result<Attr> Namespace::context_lookup(const Dataset& ds, const NodeId& p, std::
 
 Status Namespace::context_readdir(const Dataset& ds, const NodeId& n, uint64_t child, const Emit& emit,
                                   bool kernel_keeps_entries) const {
-  (void)ds;
-  (void)child;
-  (void)emit;
-  (void)kernel_keeps_entries;
-  // resume/ lists nothing (the counts come from a checkpoint), nor does
-  // resume/<consumed>/ (any W' exists when looked up).
-  if (!contexts_[n.dataset]->get(static_cast<uint32_t>(n.index))) return not_found();
+  if (n.kind == NodeKind::seeds_dir) return Status::ok();  // seeds exist when looked up
+  const auto id = static_cast<uint32_t>(n.index);
+  auto c = contexts_[n.dataset]->get(id);
+  if (!c) return not_found();
+  const DirKey& k = c->key;
+  // Only a readdirplus entry is an inode the kernel keeps (and forgets).
+  auto add = [&](const std::string& name, Result<Attr> a, auto release) {
+    const bool added = emit(name, a);
+    if (a && !(added && kernel_keeps_entries)) release(*a);
+    return added;
+  };
+  auto release_dir = [&](const Attr& a) {
+    if (auto d = decode_ino(a.ino)) contexts_[n.dataset]->release(static_cast<uint32_t>(d->index));
+  };
+  auto release_world = [&](const Attr&) { contexts_[n.dataset]->release(id); };
+  switch (k.level) {
+    case DirLevel::seed:
+      if (child == 0) add("epochs", context_child(ds, n.dataset, seed_key(DirLevel::seed_epochs, k.seed)), release_dir);
+      return Status::ok();
+    case DirLevel::seed_epochs:
+      for (uint64_t e = child; e < ds.planner().config().epochs_listed; ++e)
+        if (!add(std::to_string(e),
+                 context_child(ds, n.dataset, seed_key(DirLevel::epoch, k.seed, static_cast<uint32_t>(e))),
+                 release_dir))
+          break;
+      return Status::ok();
+    case DirLevel::epoch: {
+      const uint64_t w = ds.planner().config().world_size;
+      if (child == 0) add(std::to_string(w), context_world(ds, n.dataset, id, w), release_world);
+      return Status::ok();
+    }
+    case DirLevel::resume:    // the counts come from a checkpoint
+    case DirLevel::consumed:  // any W' exists when looked up
+      return Status::ok();
+  }
   return Status::ok();
 }
 

@@ -68,6 +68,7 @@ Result<Attr> Namespace::view_attr(const NodeId& n) const {
     case NodeKind::epochs_dir: return view_dir_attr(*ds, ino, ds->planner().config().epochs_listed);
     case NodeKind::epoch_dir: return view_dir_attr(*ds, ino, 1);
     case NodeKind::world_dir: return view_dir_attr(*ds, ino, static_cast<uint32_t>(n.index & 0xffff));
+    case NodeKind::seeds_dir:
     case NodeKind::context_dir:
     case NodeKind::context_world_dir: return context_attr(*ds, n);
     case NodeKind::view: {
@@ -107,6 +108,7 @@ Result<Attr> Namespace::view_lookup(const NodeId& p, std::string_view name) cons
     }
     case NodeKind::world_dir:
     case NodeKind::context_world_dir: return world_lookup(*ds, p, name);
+    case NodeKind::seeds_dir:
     case NodeKind::context_dir: return context_lookup(*ds, p, name);
     case NodeKind::view: {
       if (!format_of(p).is_directory()) return Status(ENOTDIR, "not a directory");
@@ -136,6 +138,7 @@ Status Namespace::view_readdir(const NodeId& n, uint64_t child, const Emit& emit
     }
     case NodeKind::world_dir:
     case NodeKind::context_world_dir: return world_readdir(*ds, n, child, emit, kernel_keeps_entries);
+    case NodeKind::seeds_dir:
     case NodeKind::context_dir: return context_readdir(*ds, n, child, emit, kernel_keeps_entries);
     case NodeKind::view: {
       if (!format_of(n).is_directory()) return Status(ENOTDIR, "not a directory");
@@ -164,7 +167,13 @@ Result<Namespace::World> Namespace::world_of(const Dataset& ds, const NodeId& n)
   if (!c || !c->views) return not_found();
   w.epoch = c->key.epoch;
   w.context = c->views;
+  if (c->key.level == DirLevel::epoch) w.resume = DirKey{DirLevel::resume, c->key.seed, true, w.epoch, w.w, {}};
   return w;
+}
+
+SeedCounters& Namespace::seed_counters(const Dataset& ds, uint32_t dataset, const ViewContext* c) const {
+  if (c && c->counters) return *c->counters;
+  return c ? seeds_[dataset]->of(c->seed(), ds.planner().seed()) : seeds_[dataset]->configured();
 }
 
 Result<Attr> Namespace::world_lookup(const Dataset& ds, const NodeId& p, std::string_view name) const {
@@ -178,12 +187,17 @@ Result<Attr> Namespace::world_lookup(const Dataset& ds, const NodeId& p, std::st
   auto id = views_of(p).id_of({world.epoch, world.w, static_cast<uint32_t>(*r), world.context});
   if (!id) return id.status();
   const ViewFormat& f = *view_formats()[*format];
-  auto count_lookup = [&] { ds.view_counters().lookups.fetch_add(1, std::memory_order_relaxed); };
+  SeedCounters& seed = seed_counters(ds, p.dataset, world.context.get());
+  auto count_lookup = [&](const EpochView* v) {  // v: a data format's view (its samples count)
+    ds.view_counters().lookups.fetch_add(1, std::memory_order_relaxed);
+    seed.lookups.fetch_add(1, std::memory_order_relaxed);
+    if (v) seed.samples.fetch_add(v->count(), std::memory_order_relaxed);
+  };
   if (f.per_lookup(ds)) {  // a new stream for this lookup, not an inode naming the view
     auto v = views_of(p).get(ds, *id);
     views_of(p).release(*id);
     if (!v) return v.status();
-    count_lookup();
+    count_lookup(f.size_costs_work() ? nullptr : v->get());
     DLFS_ASSIGN_OR_RETURN(std::unique_ptr<OpenFile> stream, f.open(*v));
     const uint64_t size = f.size(**v);
     return generate(std::move(stream), size, *v);
@@ -193,7 +207,12 @@ Result<Attr> Namespace::world_lookup(const Dataset& ds, const NodeId& p, std::st
     views_of(p).release(*id);  // the kernel gets no inode: it will never forget this pin
     return a;
   }
-  if (!f.is_directory()) count_lookup();
+  if (f.is_directory()) return a;
+  if (f.size_costs_work()) {
+    count_lookup(nullptr);
+  } else if (auto v = views_of(p).get(ds, *id)) {  // cached: view_attr built it
+    count_lookup(v->get());
+  }
   return a;
 }
 
@@ -241,6 +260,11 @@ Status Namespace::read_view(const NodeId& n, uint64_t offset, uint64_t size, cac
   Status s = n.kind == NodeKind::view ? f.read(*stream, offset, size, out)
                                       : f.read_entry(*stream, entry_position(n.index), offset, size, out);
   // The .index is text about the view, not view traffic.
+  if (s && !f.size_costs_work()) {
+    SeedCounters& seed = seed_counters(*ds, n.dataset, stream->view->context());
+    seed.requests.fetch_add(1, std::memory_order_relaxed);
+    seed.bytes.fetch_add(out.bytes(), std::memory_order_relaxed);
+  }
   return counted_view_read(ds, std::move(s), f.size_costs_work() ? nullptr : &out);
 }
 

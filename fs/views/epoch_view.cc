@@ -24,8 +24,8 @@ Result<std::shared_ptr<const EpochView>> EpochView::build(const Dataset& ds, Vie
   const ViewContext* c = key.context.get();
   v->plan_ = p.key(key.epoch, key.world_size);
   v->seed_ = c ? c->seed() : p.seed();
-  v->order_ = p.order(key.epoch);
-  v->round_order_ = &v->order_;
+  v->order_ = p.order(key.epoch, v->seed_);
+  if (v->seed_ == p.seed()) v->round_order_ = &v->order_;
   if (c && c->resumed()) {
     auto rest = c->remainder(key.epoch, p.shape().samples, p.remainder());
     if (!rest) return rest.status();
@@ -67,7 +67,7 @@ std::string EpochView::xattr(const std::string& name) const {
   if (name == "user.dlfs.order") return p.order_name();
   if (name == "user.dlfs.rounds") return std::to_string(rounds());
   if (name == "user.dlfs.shuffle_ratio") return fmt_double(p.ratio());
-  if (name == "user.dlfs.rl") return fmt_double(p.randomization_level());
+  if (name == "user.dlfs.rl") return fmt_double(p.randomization_level(seed_));
   return "";
 }
 

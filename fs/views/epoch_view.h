@@ -100,6 +100,8 @@ class EpochView : public std::enable_shared_from_this<EpochView> {
 
  private:
   EpochView(const Dataset& ds, ViewKey key) : ds_(ds), key_(key) {}
+  // Round buffers hold the configured seed's rounds: another seed's view
+  // reads its samples past them (resident extents, its ring, the backend).
   cache::SampleContext sample_context(uint64_t k, cache::ReadRing* ring) const {
     return {round_order_, position(k), ring, k};
   }
@@ -113,7 +115,7 @@ class EpochView : public std::enable_shared_from_this<EpochView> {
   plan::PlanKey plan_;
   uint64_t count_ = 0;
   std::shared_ptr<const plan::EpochOrder> order_;
-  const std::shared_ptr<const plan::EpochOrder>* round_order_ = nullptr;  // &order_
+  const std::shared_ptr<const plan::EpochOrder>* round_order_ = nullptr;  // &order_ for the configured seed
   uint64_t seed_ = 0;
   std::shared_ptr<const ResumeOrder> resume_;  // the remainder of a resumed epoch, else null
   mutable std::array<LayoutSlot, kMaxViewFormats> layouts_;  // by view format (fs/views/view_formats.cc)

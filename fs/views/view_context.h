@@ -8,6 +8,7 @@
 // context is the configured seed and the whole epoch (every existing path).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -20,6 +21,14 @@
 #include "plan/plan_config.h"
 
 namespace dlfs::fs {
+
+// One seed's view traffic through the mount (stats "views.seeds", docs/stats.md).
+struct SeedCounters {
+  std::atomic<uint64_t> lookups{0};   // view files looked up (the kernel caches them)
+  std::atomic<uint64_t> samples{0};   // samples of those views (.tar, .bin, .tfrecord and <r>/; not .index)
+  std::atomic<uint64_t> requests{0};  // reads of view files
+  std::atomic<uint64_t> bytes{0};     // bytes of those reads
+};
 
 class ViewContext {
  public:
@@ -43,6 +52,9 @@ class ViewContext {
   // `samples` samples: computed once and shared while any view holds it
   // (the context keeps only a weak reference, so contexts cost no O(N)).
   Result<std::shared_ptr<const ResumeOrder>> remainder(uint32_t epoch, uint64_t samples, plan::Remainder rem) const;
+
+  // This seed's counters (set by who made the context; may be null).
+  SeedCounters* counters = nullptr;
 
   auto fields() const { return std::tie(seed_, seeded_, resume_world_, consumed_name_); }
 

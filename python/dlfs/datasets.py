@@ -10,7 +10,7 @@ of that view (docs/python.md)."""
 import torch.utils.data
 
 from .client import DEFAULT_RECONNECT_TIMEOUT
-from .resume import resume_spec
+from .resume import check_seed, resume_spec
 from .samplebatches import SampleBatches, require_socket
 from .split import DEFAULT_BLOCK_BYTES, resolve_rank
 from .tarstream import DEFAULT_CHUNK
@@ -38,7 +38,8 @@ class TarViewDataset(torch.utils.data.IterableDataset):
     `zero_copy` (TarView's): "auto" reads through dlfsd's client socket when
     it serves one; each DataLoader worker opens its own connection.
 
-    `resume_from=(W, consumed)`: the rest of `epoch` after
+    `seed`: this job's own seed (`<dataset>/seeds/<seed>/`), for jobs that
+    share one dlfsd. `resume_from=(W, consumed)`: the rest of `epoch` after
     a run of W ranks read `consumed` samples each (one count, or W): this
     run's `rank` of `world_size` reads its share of what is left, each
     sample once across the ranks (TarView; docs/python.md). set_epoch()
@@ -46,7 +47,7 @@ class TarViewDataset(torch.utils.data.IterableDataset):
 
     def __init__(self, dataset_dir, epoch=0, rank=None, world_size=None, start=0, block_samples=None,
                  block_bytes=DEFAULT_BLOCK_BYTES, chunk=DEFAULT_CHUNK, transform=None, batch_size=None,
-                 zero_copy="auto", resume_from=None):
+                 zero_copy="auto", seed=None, resume_from=None):
         super().__init__()
         if batch_size is not None and batch_size < 1:
             raise ValueError(f"batch_size must be at least 1 (or None for single samples), got {batch_size}")
@@ -57,6 +58,7 @@ class TarViewDataset(torch.utils.data.IterableDataset):
         self.block_samples, self.block_bytes, self.chunk = block_samples, block_bytes, chunk
         self.transform = transform
         self.zero_copy = zero_copy
+        self.seed = None if seed is None else check_seed(seed)
         self.resume_from = None if resume_from is None else resume_spec(resume_from)
         self._view = None
 
@@ -69,7 +71,7 @@ class TarViewDataset(torch.utils.data.IterableDataset):
         if self._view is None:
             self._view = TarView(self.dataset_dir, self.epoch, self.rank, self.world_size, self.start,
                                  self.block_samples, self.block_bytes, self.chunk, zero_copy=self.zero_copy,
-                                 resume_from=self.resume_from)
+                                 seed=self.seed, resume_from=self.resume_from)
         return self._view
 
     def __len__(self):
@@ -99,14 +101,14 @@ class BinViewDataset(torch.utils.data.Dataset):
     (sample id, record bytes) of position k of this rank's epoch, or
     transform of that. Any sampler works on it (it only permutes the planned
     order further); for the planned order use shuffle=False. `zero_copy` as for BinView
-    (each DataLoader worker opens its own client socket connection);
-    `resume_from` as for TarViewDataset."""
+    (each DataLoader worker opens its own client socket connection); `seed`
+    and `resume_from` as for TarViewDataset."""
 
     def __init__(self, dataset_dir, epoch=0, rank=None, world_size=None, transform=None, zero_copy="auto",
-                 resume_from=None):
+                 seed=None, resume_from=None):
         super().__init__()
         self.rank, self.world_size = resolve_rank(rank, world_size)
-        self.bin = BinView(dataset_dir, epoch, self.rank, self.world_size, zero_copy=zero_copy,
+        self.bin = BinView(dataset_dir, epoch, self.rank, self.world_size, zero_copy=zero_copy, seed=seed,
                            resume_from=resume_from)
         self.transform = transform
 
@@ -128,11 +130,11 @@ class SampleBatchDataset(torch.utils.data.IterableDataset):
     A batch crossing from a worker process to the main process is pickled
     (packed into one bytes object and cut again); a transform that decodes,
     or returns batch.packed(), runs in the worker and sends its result
-    instead. `resume_from` as for TarViewDataset."""
+    instead. `seed` and `resume_from` as for TarViewDataset."""
 
     def __init__(self, dataset_dir, epoch=0, rank=None, world_size=None, batch_size=256, start=0,
                  block_samples=None, block_bytes=DEFAULT_BLOCK_BYTES, names=False, transform=None,
-                 reconnect_timeout=DEFAULT_RECONNECT_TIMEOUT, resume_from=None):
+                 reconnect_timeout=DEFAULT_RECONNECT_TIMEOUT, seed=None, resume_from=None):
         super().__init__()
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
@@ -142,6 +144,7 @@ class SampleBatchDataset(torch.utils.data.IterableDataset):
         self.epoch, self.start = epoch, start
         self.block_samples, self.block_bytes, self.names = block_samples, block_bytes, names
         self.transform, self.reconnect_timeout = transform, reconnect_timeout
+        self.seed = None if seed is None else check_seed(seed)
         self.resume_from = None if resume_from is None else resume_spec(resume_from)
 
     def set_epoch(self, epoch, start=0, resume_from=None):
@@ -153,5 +156,5 @@ class SampleBatchDataset(torch.utils.data.IterableDataset):
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         batches = SampleBatches(self.dataset_dir, self.epoch, self.rank, self.world_size, self.batch_size, worker,
                                 workers, self.start, self.block_samples, self.block_bytes, self.names,
-                                self.reconnect_timeout, resume_from=self.resume_from)
+                                self.reconnect_timeout, seed=self.seed, resume_from=self.resume_from)
         return iter(batches) if self.transform is None else map(self.transform, batches)

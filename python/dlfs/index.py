@@ -113,11 +113,11 @@ def _columns(body):
     return [list(c) for c in zip(*rows)] if rows else [[] for _ in range(5)]
 
 
-def view_path(dataset_dir, epoch, world_size, rank, resume_from=None):
+def view_path(dataset_dir, epoch, world_size, rank, seed=None, resume_from=None):
     """`<dataset>/epochs/<e>/<W>/<r>`, the common stem of a rank's view
-    files; with `resume_from`
+    files; with `seed`, under `<dataset>/seeds/<seed>/`; with `resume_from`
     (the first run's (W, consumed counts)), the rest of the epoch
     `.../epochs/<e>/<W>/resume/<consumed>/<world_size>/<r>` (dlfs/resume.py)."""
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is not in [0, world_size={world_size})")
-    return os.path.join(world_dir(dataset_dir, epoch, world_size, resume_from), str(rank))
+    return os.path.join(world_dir(dataset_dir, epoch, world_size, seed, resume_from), str(rank))

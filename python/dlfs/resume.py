@@ -1,6 +1,7 @@
-"""Where a view lives when it is the rest of an epoch resumed on another
-world size (docs/views.md):
+"""Where a view lives when it is another job's seed or the rest of an epoch
+resumed on another world size (docs/views.md):
 
+  <dataset>/seeds/<seed>/epochs/...                                   seed=
   <dataset>/epochs/<e>/<W>/resume/<consumed>/<W'>/<r'>.<fmt>          resume_from=(W, consumed)
 
 `resume_from` is what a checkpoint of the first run holds: its world size W
@@ -9,6 +10,14 @@ read the same, as DDP's lockstep ranks do, or W counts)."""
 import os
 
 MAX_WORLD = 65535
+MAX_SEED = 2**64 - 1
+
+
+def check_seed(seed):
+    """seed as an int in [0, 2^64): ValueError naming it otherwise."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"seed must be an integer in [0, 2^64), got {seed!r}")
+    return seed
 
 
 def resume_spec(resume_from):
@@ -54,21 +63,28 @@ def consumed_name(counts):
     return ",".join(parts)
 
 
-def world_dir(dataset_dir, epoch, world_size, resume_from=None):
+def epochs_dir(dataset_dir, seed=None):
+    """`<dataset>/epochs`, or `<dataset>/seeds/<seed>/epochs`."""
+    if seed is None:
+        return os.path.join(dataset_dir, "epochs")
+    return os.path.join(dataset_dir, "seeds", str(check_seed(seed)), "epochs")
+
+
+def world_dir(dataset_dir, epoch, world_size, seed=None, resume_from=None):
     """The directory of the views of `world_size` ranks in `epoch`."""
-    base = os.path.join(dataset_dir, "epochs")
+    base = epochs_dir(dataset_dir, seed)
     if resume_from is None:
         return os.path.join(base, str(epoch), str(world_size))
     old_world, counts = resume_spec(resume_from)
     return os.path.join(base, str(epoch), str(old_world), "resume", consumed_name(counts), str(world_size))
 
 
-def explain_missing(dataset_dir, epoch, resume_from, path):
+def explain_missing(dataset_dir, epoch, seed, resume_from, path):
     """Why the resume view `path` does not exist: dlfsd refuses counts above
     a rank's view (its log names the path and the reason); the first run's
     view sizes say which. An OSError-derived FileNotFoundError."""
     old_world, counts = resume_spec(resume_from)
-    first = os.path.join(dataset_dir, "epochs", str(epoch), str(old_world))
+    first = os.path.join(epochs_dir(dataset_dir, seed), str(epoch), str(old_world))
     why = "dlfsd refused it (its log says why)"
     try:
         held = int(os.getxattr(os.path.join(first, "0.index"), "user.dlfs.samples"))

@@ -8,7 +8,7 @@ from .batches import RunReader, ViewBatch, batch_runs, pack
 from .client import DEFAULT_RECONNECT_TIMEOUT, MAX_COUNT, Client, ClientError, ClientUnavailable, find_socket
 from .grouping import group_members, group_starts, split_key
 from .index import ViewIndex, view_path
-from .resume import explain_missing, resume_spec
+from .resume import check_seed, explain_missing, resume_spec
 from .split import DEFAULT_BLOCK_BYTES, plan_blocks, worker_blocks
 from .tarstream import DEFAULT_CHUNK, TarFormatError, iter_members
 
@@ -29,7 +29,8 @@ class TarView:
     the socket is used. Opportunistic views are read through the mount
     (the daemon decides their order as the `.tar` is read).
 
-    `resume_from`: the rest of the
+    `seed`: the view of another job's seed (`<dataset>/seeds/<seed>/...`),
+    sharing dlfsd's one copy of the dataset. `resume_from`: the rest of the
     epoch after a run of another world size read part of it, as its
     checkpoint says: (W, consumed), consumed one count (every rank of W read
     that many) or W counts; `rank` and `world_size` are this run's
@@ -38,11 +39,12 @@ class TarView:
 
     def __init__(self, dataset_dir, epoch, rank, world_size, start=0, block_samples=None,
                  block_bytes=DEFAULT_BLOCK_BYTES, chunk=DEFAULT_CHUNK, zero_copy="auto",
-                 reconnect_timeout=DEFAULT_RECONNECT_TIMEOUT, resume_from=None):
+                 reconnect_timeout=DEFAULT_RECONNECT_TIMEOUT, seed=None, resume_from=None):
+        self.seed = None if seed is None else check_seed(seed)
         self.resume_from = None if resume_from is None else resume_spec(resume_from)
-        self.stem = view_path(dataset_dir, epoch, world_size, rank, self.resume_from)
+        self.stem = view_path(dataset_dir, epoch, world_size, rank, self.seed, self.resume_from)
         self.path = self.stem + ".tar"
-        self.index = _open_index(self.stem + ".index", dataset_dir, epoch, self.resume_from)
+        self.index = _open_index(self.stem + ".index", dataset_dir, epoch, self.seed, self.resume_from)
         self.dataset_dir, self.epoch, self.rank, self.world_size = dataset_dir, epoch, rank, world_size
         self.start, self.chunk = start, chunk
         names = self.index.names
@@ -303,7 +305,7 @@ def _client_view(owner, positions):
             raise
         owner.client_socket = None
         return None
-    view = client.view(owner.epoch, owner.world_size, owner.rank, owner.resume_from)
+    view = client.view(owner.epoch, owner.world_size, owner.rank, owner.seed, owner.resume_from)
     if len(view) != positions:
         client.close()
         raise ClientError("EIO", f"{path}: view epoch {owner.epoch}, rank {owner.rank} of {owner.world_size} holds "
@@ -312,14 +314,14 @@ def _client_view(owner, positions):
     return view
 
 
-def _open_index(path, dataset_dir, epoch, resume_from):
+def _open_index(path, dataset_dir, epoch, seed, resume_from):
     """The view's `.index`; a resume view that does not exist says why."""
     try:
         return ViewIndex(path)
     except FileNotFoundError:
         if resume_from is None:
             raise
-        raise explain_missing(dataset_dir, epoch, resume_from, path) from None
+        raise explain_missing(dataset_dir, epoch, seed, resume_from, path) from None
 
 
 def _check_ids(view, reply, index):
@@ -351,17 +353,18 @@ class BinView:
     `zero_copy` as for TarView: with the client socket, the records'
     locations are asked for in blocks of `block` positions and each record
     is copied out of dlfsd's memory (sequential access is the fast path).
-    `resume_from` as for TarView."""
+    `seed` and `resume_from` as for TarView."""
 
     CACHED_BLOCKS = 8
 
     def __init__(self, dataset_dir, epoch, rank, world_size, zero_copy="auto",
-                 reconnect_timeout=DEFAULT_RECONNECT_TIMEOUT, block=MAX_COUNT, resume_from=None):
+                 reconnect_timeout=DEFAULT_RECONNECT_TIMEOUT, block=MAX_COUNT, seed=None, resume_from=None):
         self._fd = self._pid = None
+        self.seed = None if seed is None else check_seed(seed)
         self.resume_from = None if resume_from is None else resume_spec(resume_from)
-        stem = view_path(dataset_dir, epoch, world_size, rank, self.resume_from)
+        stem = view_path(dataset_dir, epoch, world_size, rank, self.seed, self.resume_from)
         self.path = stem + ".bin"
-        self.index = _open_index(stem + ".index", dataset_dir, epoch, self.resume_from)
+        self.index = _open_index(stem + ".index", dataset_dir, epoch, self.seed, self.resume_from)
         n = len(self.index)
         size = os.stat(self.path).st_size
         self.record_size = size // n if n else 0

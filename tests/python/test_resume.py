@@ -1,4 +1,4 @@
-"""resume_from= of the view classes (dlfs/resume.py): the paths
+"""seed= and resume_from= of the view classes (dlfs/resume.py): the paths
 they read, and clear errors for what is not a resume point."""
 import os
 import tempfile
@@ -35,9 +35,14 @@ class ResumeSpecTest(unittest.TestCase):
 
     def test_paths(self):
         self.assertEqual(view_path("/m/d", 2, 3, 1), "/m/d/epochs/2/3/1")
+        self.assertEqual(view_path("/m/d", 2, 3, 1, seed=9), "/m/d/seeds/9/epochs/2/3/1")
         self.assertEqual(view_path("/m/d", 2, 3, 1, resume_from=(4, [5, 4, 4, 4])),
                          "/m/d/epochs/2/4/resume/5,4*3/3/1")
-        self.assertEqual(view_path("/m/d", 0, 1, 0, resume_from=(2, 0)), "/m/d/epochs/0/2/resume/0/1/0")
+        self.assertEqual(view_path("/m/d", 0, 1, 0, seed=2**64 - 1, resume_from=(2, 0)),
+                         f"/m/d/seeds/{2**64 - 1}/epochs/0/2/resume/0/1/0")
+        for seed in (-1, 2**64, "5", True):
+            with self.assertRaises(ValueError):
+                view_path("/m/d", 0, 1, 0, seed=seed)
 
 
 class ResumeViewTest(unittest.TestCase):

@@ -1,8 +1,10 @@
-// The resume directories through the Namespace, without a mount
+// The seed and resume directories through the Namespace, without a mount
 // (fs/namespace/namespace_contexts.cc, docs/views.md): a resumed epoch's
 // views hold the remainder (fs/views/resume_order.h) in every format, with
-// the right bytes; bad resume names are ENOENT; context inodes are pinned
-// while the kernel holds them.
+// the right bytes; seeds/<s>/ is byte for byte what a dataset configured
+// with seed s serves (also in rounds, where its samples are read past the
+// round buffers); bad resume names are ENOENT; context inodes are pinned
+// while the kernel holds them; per-seed counters.
 #include <fcntl.h>
 
 #include <set>
@@ -14,7 +16,7 @@
 namespace dlfs::fs::test {
 namespace {
 
-constexpr uint64_t kSeed = 77;
+constexpr uint64_t kSeed = 77, kOther = 18446744073709551557ull;  // a seed past 2^63
 
 class ViewContextsTest : public ViewsFixture {
  protected:
@@ -141,10 +143,47 @@ TEST_F(ViewContextsTest, ExistingPathsKeepTheirInodesAndListings) {
   auto names = list(world->ino);
   EXPECT_EQ(std::count(names.begin(), names.end(), "resume"), 0) << "resume/ is not listed";
   auto ds_dir = resolve("ds");
-  EXPECT_EQ(list(ds_dir->ino), (std::vector<std::string>{"raw", "epochs"}));
+  EXPECT_EQ(list(ds_dir->ino), (std::vector<std::string>{"raw", "epochs"})) << "seeds/ is not listed";
 }
 
 // seeds/<s>/ against a dataset configured with seed s: the same bytes.
+TEST_F(ViewContextsTest, SeedsPathIsWhatADatasetWithThatSeedServes) {
+  for (const uint64_t budget : {~uint64_t{0}, uint64_t{64} << 10}) {  // whole, and in rounds
+    std::map<std::string, std::string> configured;
+    const std::vector<std::string> files = {"epochs/0/2/0.tar", "epochs/0/2/1.index", "epochs/3/4/3.tar",
+                                            "epochs/1/3/resume/2,1,1/2/1.tar", "epochs/1/3/resume/2,1,1/2/0.index"};
+    open_with(kOther, plan::Remainder::pad, budget);
+    if (budget != ~0ull) {
+      ASSERT_TRUE(ds().planner().rounds());
+    }
+    for (const auto& f : files) configured[f] = file("ds/" + f);
+    open_with(kSeed, plan::Remainder::pad, budget);
+    for (const auto& f : files) {
+      const std::string seeded = file("ds/seeds/" + std::to_string(kOther) + "/" + f);
+      EXPECT_FALSE(seeded.empty()) << f;
+      EXPECT_EQ(seeded, configured[f]) << f << (budget == ~0ull ? "" : " (rounds)");
+      EXPECT_NE(file("ds/" + f), configured[f]) << f << ": the configured seed's own order differs";
+    }
+    auto a = resolve("ds/seeds/" + std::to_string(kOther) + "/epochs/0/2/0.tar");
+    EXPECT_EQ(*ns_->getxattr(a->ino, "user.dlfs.seed"), std::to_string(kOther));
+  }
+}
+
+TEST_F(ViewContextsTest, SeedsListingsAndBadNames) {
+  open_with(kSeed);
+  auto seeds = resolve("ds/seeds");
+  ASSERT_TRUE(seeds.is_ok());
+  EXPECT_TRUE(list(seeds->ino).empty());
+  EXPECT_EQ(list(resolve("ds/seeds/5")->ino), (std::vector<std::string>{"epochs"}));
+  EXPECT_EQ(list(resolve("ds/seeds/5/epochs")->ino), (std::vector<std::string>{"0"}));
+  EXPECT_EQ(list(resolve("ds/seeds/5/epochs/0")->ino), (std::vector<std::string>{"2"}));
+  EXPECT_EQ(list(resolve("ds/seeds/5/epochs/0/2")->ino),
+            (std::vector<std::string>{"0", "0.index", "0.tar", "1", "1.index", "1.tar"}));
+  for (const char* bad : {"ds/seeds/18446744073709551616", "ds/seeds/05", "ds/seeds/x", "ds/seeds/5/raw",
+                          "ds/seeds/5/epochs/16777216", "ds/seeds/5/epochs/0/0", "ds/seeds/5/epochs/0/65536"})
+    EXPECT_EQ(resolve(bad).status().err(), ENOENT) << bad;
+}
+
 // The kernel's lookups pin context ids, its FORGETs release them.
 TEST_F(ViewContextsTest, ContextIdsArePinnedWhileTheKernelHoldsThem) {
   open_with(kSeed);
@@ -152,20 +191,38 @@ TEST_F(ViewContextsTest, ContextIdsArePinnedWhileTheKernelHoldsThem) {
   // One lookup per component, as the kernel makes them: the numbers it holds.
   std::vector<uint64_t> held;
   uint64_t at = resolve("ds")->ino;
-  for (const char* part : {"epochs", "1", "2", "resume", "1", "3"}) {
+  for (const char* part : {"seeds", "9", "epochs", "1", "2", "resume", "1", "3"}) {
     auto a = ns_->lookup(at, part);
     ASSERT_TRUE(a.is_ok()) << part;
     held.push_back(at = a->ino);
   }
+  // seeds/9, epochs, 1 (and 2, its world directory: the epoch's id again),
   // resume, 1 (and 3: the counts' id again)
-  EXPECT_EQ(c.usage().ids, 2u);
-  EXPECT_EQ(c.usage().pinned, 2u);
-  EXPECT_TRUE(resolve("ds/epochs/1/2/resume/1/3/0.tar").is_ok()) << "views below";
+  EXPECT_EQ(c.usage().ids, 5u);
+  EXPECT_EQ(c.usage().pinned, 5u);
+  EXPECT_TRUE(resolve("ds/seeds/9/epochs/1/2/resume/1/3/0.tar").is_ok()) << "views below";
   for (uint64_t ino : held) ns_->forget(ino, 1);
-  EXPECT_EQ(c.usage().pinned, 2u) << "the second walk's lookups still pin every id";
+  EXPECT_EQ(c.usage().pinned, 5u) << "the second walk's lookups still pin every id";
   for (uint64_t ino : held) ns_->forget(ino, 1u << 20);  // the kernel forgets a number with all its lookups
   EXPECT_EQ(c.usage().pinned, 0u);
-  EXPECT_EQ(c.usage().ids, 2u) << "ids stay until the table is full";
+  EXPECT_EQ(c.usage().ids, 5u) << "ids stay until the table is full";
+}
+
+TEST_F(ViewContextsTest, SeedCountersSeparateTheJobs) {
+  open_with(kSeed);
+  const std::string a = file("ds/epochs/0/1/0.tar");
+  const std::string b = file("ds/seeds/5/epochs/0/1/0.tar");
+  file("ds/seeds/5/epochs/0/2/1.tar");
+  auto rows = ns_->seed_rows(0, kSeed);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(*rows[0].seed, kSeed);
+  EXPECT_EQ(rows[0].bytes, a.size());
+  EXPECT_EQ(rows[0].lookups, 1u);
+  EXPECT_EQ(rows[0].samples, n());
+  EXPECT_EQ(*rows[1].seed, 5u);
+  EXPECT_EQ(rows[1].lookups, 2u);
+  EXPECT_EQ(rows[1].samples, n() + (n() + 1) / 2);
+  EXPECT_GE(rows[1].bytes, b.size());
 }
 
 }  // namespace
