@@ -144,23 +144,43 @@ uint64_t Planner::round_key(uint64_t dataset_fingerprint) const {
   return h;
 }
 
-std::shared_ptr<const EpochOrder> Planner::order(uint64_t epoch) const {
+std::shared_ptr<const EpochOrder> Planner::order(uint64_t epoch, uint64_t seed) const {
   {
     std::lock_guard lk(mu_);
     for (auto it = cache_.begin(); it != cache_.end(); ++it)
-      if ((*it)->epoch == epoch) {
-        auto o = *it;
+      if (it->seed == seed && it->order->epoch == epoch) {
+        auto o = it->order;
         cache_.splice(cache_.begin(), cache_, it);
         return o;
       }
   }
   // Built outside the lock: other epochs stay available meanwhile. Two
   // threads may build the same epoch; both results are identical.
-  auto built = build_epoch_order(shape_, seed_, epoch);
+  auto built = build_epoch_order(shape_, seed, epoch);
   std::lock_guard lk(mu_);
-  cache_.push_front(built);
+  cache_.push_front({seed, built});
   if (cache_.size() > kCachedEpochs) cache_.pop_back();
   return built;
 }
+
+Planner::SeedLevel Planner::seed_level(uint64_t seed) const {
+  if (seed == seed_) return {rl_, rounds_per_epoch_};
+  {
+    std::lock_guard lk(mu_);
+    for (const auto& [s, level] : seed_levels_)
+      if (s == seed) return level;
+  }
+  // O(chunks), as at start for the configured seed; a few seeds are kept.
+  auto rounds = epoch_rounds(shape_, seed, 0);
+  const SeedLevel level{plan::randomization_level(rounds, shape_.chunk_count()), rounds.size()};
+  std::lock_guard lk(mu_);
+  seed_levels_.emplace_front(seed, level);
+  if (seed_levels_.size() > 16) seed_levels_.pop_back();
+  return level;
+}
+
+double Planner::randomization_level(uint64_t seed) const { return seed_level(seed).rl; }
+
+uint64_t Planner::rounds_per_epoch(uint64_t seed) const { return seed_level(seed).rounds; }
 
 }  // namespace dlfs::plan

@@ -62,7 +62,15 @@ class Planner {
   PlanKey key(uint64_t epoch, uint32_t world_size) const {
     return PlanKey{seed_, epoch, shape_.samples, world_size, remainder_};
   }
-  std::shared_ptr<const EpochOrder> order(uint64_t epoch) const;
+  std::shared_ptr<const EpochOrder> order(uint64_t epoch) const { return order(epoch, seed_); }
+  // The order a planner with seed `seed` (and this one's shape) would give:
+  // the views of another job's seed (docs/views.md, seeds/<s>/). Its rounds
+  // are that seed's; the round buffers only ever hold this planner's seed's.
+  std::shared_ptr<const EpochOrder> order(uint64_t epoch, uint64_t seed) const;
+  // The randomization level of `seed`'s plan (of epoch 0, as randomization_level()).
+  double randomization_level(uint64_t seed) const;
+  // Rounds per epoch of `seed`'s plan (of epoch 0, as rounds_per_epoch()).
+  uint64_t rounds_per_epoch(uint64_t seed) const;
 
  private:
   Planner() = default;
@@ -74,9 +82,21 @@ class Planner {
   uint64_t rounds_per_epoch_ = 1;
   uint64_t storage_budget_ = 0;
   std::vector<uint64_t> member_slots_;
-  mutable std::mutex mu_;  // guards cache_
-  mutable std::list<std::shared_ptr<const EpochOrder>> cache_;  // most recent first
-  static constexpr size_t kCachedEpochs = 4;
+  mutable std::mutex mu_;  // guards cache_ and seed_levels_
+  struct CachedOrder {
+    uint64_t seed;
+    std::shared_ptr<const EpochOrder> order;
+  };
+  mutable std::list<CachedOrder> cache_;  // most recent first
+  // Two jobs with their own seeds read one dataset's views: room for both
+  // jobs' current and next epochs.
+  static constexpr size_t kCachedEpochs = 8;
+  struct SeedLevel {
+    double rl;
+    uint64_t rounds;
+  };
+  SeedLevel seed_level(uint64_t seed) const;
+  mutable std::list<std::pair<uint64_t, SeedLevel>> seed_levels_;  // other seeds', most recent first
 };
 
 }  // namespace dlfs::plan

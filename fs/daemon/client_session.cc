@@ -157,6 +157,39 @@ ClientReply ClientSession::open(const json& r) {
   return reply;
 }
 
+// The optional "seed" and "resume" fields of a view request: the view the
+// mount serves under seeds/<seed>/ and .../resume/<consumed>/<W'>/ (null: neither).
+Result<std::shared_ptr<const ViewContext>> ClientSession::view_context(const json& r) const {
+  const bool seeded = r.contains("seed");
+  const auto resume = r.find("resume");
+  if (!seeded && resume == r.end()) return std::shared_ptr<const ViewContext>();
+  uint64_t seed = ds_->planner().seed();
+  if (seeded) {
+    DLFS_ASSIGN_OR_RETURN(seed, field(r, "seed", UINT64_MAX));
+  }
+  if (resume == r.end()) return std::shared_ptr<const ViewContext>(std::make_shared<ViewContext>(seed, true));
+  if (!resume->is_object())
+    return Status(EINVAL, "field \"resume\" must be {\"world_size\": W, \"consumed\": [counts]}, not " + resume->dump());
+  DLFS_ASSIGN_OR_RETURN(const uint64_t world, field(*resume, "world_size", 65535));
+  if (world == 0) return Status(EINVAL, "field \"resume\".\"world_size\" is 0");
+  const auto consumed = resume->find("consumed");
+  if (consumed == resume->end() || !consumed->is_array() || (consumed->size() != 1 && consumed->size() != world))
+    return Status(EINVAL, "field \"resume\".\"consumed\" must be a list of 1 or " + std::to_string(world) +
+                              " counts (one for every rank, or one per rank)");
+  std::vector<uint64_t> counts;
+  for (const json& c : *consumed) {
+    if (!c.is_number_unsigned() && !(c.is_number_integer() && c.get<int64_t>() >= 0))
+      return Status(EINVAL, "field \"resume\".\"consumed\" holds " + c.dump() + ", not a count");
+    counts.push_back(c.get<uint64_t>());
+  }
+  if (counts.size() == 1) counts.assign(world, counts[0]);
+  DLFS_RETURN_IF_ERROR(check_consumed(ds_->planner().shape().samples, static_cast<uint32_t>(world), counts,
+                                      ds_->planner().remainder()));
+  std::string name = consumed_name(counts);
+  return std::shared_ptr<const ViewContext>(
+      std::make_shared<ViewContext>(seed, seeded, static_cast<uint32_t>(world), std::move(counts), std::move(name)));
+}
+
 ClientReply ClientSession::view(const json& r) {
   if (ds_ == nullptr) return bad(EINVAL, "open a dataset first");
   auto epoch = field(r, "epoch", UINT32_MAX);
@@ -169,8 +202,10 @@ ClientReply ClientSession::view(const json& r) {
                        "(docs/views.md): read its views through the mount");
   if (views_.size() >= kMaxViews)
     return bad(EBUSY, "this connection has made " + std::to_string(kMaxViews) + " views; open another connection");
+  auto context = view_context(r);
+  if (!context) return bad(context.status().err(), context.status().message());
   auto v = EpochView::build(*ds_, ViewKey{static_cast<uint32_t>(*epoch), static_cast<uint32_t>(*world),
-                                          static_cast<uint32_t>(*rank)});
+                                          static_cast<uint32_t>(*rank), *context});
   if (!v) return bad(v.status().err(), v.status().message());
   views_.push_back(*v);
   ClientReply reply;

@@ -88,6 +88,7 @@ class ClientSession {
  private:
   ClientReply open(const nlohmann::json& r);
   ClientReply view(const nlohmann::json& r);
+  Result<std::shared_ptr<const ViewContext>> view_context(const nlohmann::json& r) const;
   ClientReply batch(const nlohmann::json& r);
   ClientReply bad(int err, const std::string& message);  // counts toward kMaxBadInARow
   // Why the peer may not read `ds`, or "" if it may.

@@ -168,6 +168,29 @@ nlohmann::json restricted_json(const Dataset& d) {
           {"restricted", "this user may not read the dataset's views"}};
 }
 
+// Each seed's view traffic through the mount (the configured seed under
+// epochs/, others under seeds/<s>/) with its plan's randomization level,
+// and the seed and resume directory ids (docs/stats.md).
+void add_seed_json(nlohmann::json& j, const Dataset& d, const Namespace& ns, size_t i) {
+  const plan::Planner& p = d.planner();
+  nlohmann::json seeds = nlohmann::json::array();
+  for (const SeedStats::Row& r : ns.seed_rows(i, p.seed())) {
+    nlohmann::json row = {{"lookups", r.lookups}, {"samples", r.samples}, {"requests", r.requests}, {"bytes", r.bytes}};
+    if (r.seed) {
+      row["seed"] = *r.seed;
+      row["configured"] = *r.seed == p.seed();
+      row["randomization_level"] = p.randomization_level(*r.seed);
+      row["rounds_per_epoch"] = p.rounds_per_epoch(*r.seed);
+    } else {
+      row["seed"] = nullptr;  // the seeds past SeedStats::kMaxSeeds, together
+    }
+    seeds.push_back(std::move(row));
+  }
+  j["views"]["seeds"] = std::move(seeds);
+  const DirContexts::Usage u = ns.dir_contexts(i).usage();
+  j["views"]["contexts"] = {{"in_use", u.ids}, {"held_by_kernel", u.pinned}, {"recycled", u.recycled}};
+}
+
 }  // namespace
 
 nlohmann::json build_stats(const DaemonFacts& facts, const std::vector<std::unique_ptr<Dataset>>& datasets,
@@ -199,6 +222,7 @@ nlohmann::json build_stats(const DaemonFacts& facts, const DatasetSlots& dataset
     ViewRegistry::Usage ids;
     if (ns) ids = ns->views(i).usage();
     list.push_back(dataset_json(*d, detailed, ns ? &ids : nullptr));
+    if (ns && detailed) add_seed_json(list.back(), *d, *ns, i);
   }
   const uint64_t rss = process_rss_bytes();
   return {{"version", facts.version},

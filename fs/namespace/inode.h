@@ -15,6 +15,11 @@
 // for epoch views it packs the epoch, world size, view id or position. View
 // files and directory-view entries carry their view format's number
 // (fs/views/view_formats.cc) in the kind byte: 16 + format, 48 + format.
+//
+// Directories named by more than 40 bits (a seed of 64 bits, a resumed
+// epoch's consumed counts: seeds/<s>/..., epochs/<e>/<W>/resume/...) carry a
+// small id of a directory context instead (fs/namespace/dir_contexts.h),
+// pinned while the kernel may name the inode, as view ids are.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +40,11 @@ enum class NodeKind : uint8_t {
   view = 9,          // .../<W>/<r><extension>         (index = view id, fs/views/view_registry.h; format)
   view_entry = 10,   // .../<W>/<r>/<k>-<name>         (index = view id << 24 | k; format: the directory view's)
   generated = 11,    // stats or an opportunistic stream, as of one lookup (index = its number)
+  seeds_dir = 12,    // /<dataset>/seeds
+  context_dir = 13,  // seeds/<s>, seeds/<s>/epochs, .../<e>, .../<W>/resume, .../resume/<consumed>
+                     // (index = directory context id, fs/namespace/dir_contexts.h)
+  context_world_dir = 14,  // seeds/<s>/epochs/<e>/<W> and .../resume/<consumed>/<W'>
+                           // (index = context id << 16 | W)
 };
 
 inline constexpr uint8_t kViewKindBase = 16;   // kind byte of a view: 16 + format
@@ -43,6 +53,7 @@ inline constexpr uint8_t kMaxFormatNumber = 31;
 
 inline constexpr uint64_t kMaxEpoch = (1ull << 24) - 1;      // epoch << 16 must fit the index
 inline constexpr uint64_t kMaxEntryPosition = (1ull << 24) - 1;
+inline constexpr uint64_t kMaxDirContexts = (1ull << 24) - 1;  // context id << 16 | W must fit the index
 
 struct NodeId {
   NodeKind kind = NodeKind::root;
@@ -90,8 +101,10 @@ inline std::optional<NodeId> decode_ino(uint64_t ino) {
     return NodeId{NodeKind::view, dataset, index, static_cast<uint8_t>(kind - kViewKindBase)};
   if (kind >= kEntryKindBase && kind <= kEntryKindBase + kMaxFormatNumber)
     return NodeId{NodeKind::view_entry, dataset, index, static_cast<uint8_t>(kind - kEntryKindBase)};
-  if (kind < static_cast<uint8_t>(NodeKind::dataset_dir) || kind > static_cast<uint8_t>(NodeKind::world_dir))
-    return std::nullopt;
+  const bool tree = kind >= static_cast<uint8_t>(NodeKind::dataset_dir) && kind <= static_cast<uint8_t>(NodeKind::world_dir);
+  const bool contexts =
+      kind >= static_cast<uint8_t>(NodeKind::seeds_dir) && kind <= static_cast<uint8_t>(NodeKind::context_world_dir);
+  if (!tree && !contexts) return std::nullopt;
   return NodeId{static_cast<NodeKind>(kind), dataset, index};
 }
 

@@ -13,6 +13,7 @@ constexpr std::string_view kControlDirName = ".dlfs";
 constexpr std::string_view kStatsName = "stats";
 constexpr std::string_view kRawName = "raw";
 constexpr std::string_view kEpochsName = "epochs";
+constexpr std::string_view kSeedsName = "seeds";
 
 // Read-only, and no special bits: the write bits go, and so do setuid,
 // setgid and sticky (the mount is nosuid, but `cp -a` out of raw/ by root
@@ -34,12 +35,20 @@ std::vector<std::unique_ptr<ViewRegistry>> registries_for(const DatasetSlots& da
   for (size_t i = 0; i < datasets.size(); ++i) r.push_back(std::make_unique<ViewRegistry>());
   return r;
 }
+template <typename T, typename... Args>
+std::vector<std::unique_ptr<T>> one_each(const DatasetSlots& datasets, Args... args) {
+  std::vector<std::unique_ptr<T>> r;
+  for (size_t i = 0; i < datasets.size(); ++i) r.push_back(std::make_unique<T>(args...));
+  return r;
+}
 }  // namespace
 
 Namespace::Namespace(const DatasetSlots& datasets, StatsText stats_text, int64_t start_time_ns, uint32_t uid,
                      uint32_t gid)
     : datasets_(datasets),
       views_(registries_for(datasets)),
+      contexts_(one_each<DirContexts>(datasets, kMaxDirContexts)),
+      seeds_(one_each<SeedStats>(datasets)),
       stats_text_(std::move(stats_text)),
       start_time_ns_(start_time_ns),
       uid_(uid),
@@ -58,6 +67,8 @@ Namespace::Namespace(const std::vector<std::unique_ptr<Dataset>>& datasets, Stat
     : borrowed_(borrow_all(datasets)),
       datasets_(borrowed_),
       views_(registries_for(borrowed_)),
+      contexts_(one_each<DirContexts>(borrowed_, kMaxDirContexts)),
+      seeds_(one_each<SeedStats>(borrowed_)),
       stats_text_(std::move(stats_text)),
       start_time_ns_(start_time_ns),
       uid_(uid),
@@ -205,6 +216,9 @@ Result<Attr> Namespace::lookup(uint64_t parent, std::string_view name, const Rea
     case NodeKind::dataset_dir:
       if (name == kRawName) return attr_of({NodeKind::raw_dir, p->dataset, provenance::kRootDir});
       if (name == kEpochsName) return attr_of({NodeKind::epochs_dir, p->dataset, 0});
+      // Not listed (the dataset directory lists what it always did): another
+      // job's seed, looked up by name (docs/views.md).
+      if (name == kSeedsName) return attr_of({NodeKind::seeds_dir, p->dataset, 0});
       return not_found();
     case NodeKind::raw_dir: {
       DLFS_ASSIGN_OR_RETURN(const Dataset* ds, dataset_of(*p));

@@ -5,6 +5,9 @@
 //   /<dataset>/raw/...        the backend tree, read-only, served from memory
 //   /<dataset>/epochs/<e>/<W>/<r>.{tar,bin,index} and <r>/   epoch views
 //                             (namespace_views.cc, docs/views.md)
+//   /<dataset>/seeds/<s>/epochs/...              the same with seed s
+//   .../epochs/<e>/<W>/resume/<consumed>/<W'>/... the rest of a resumed epoch
+//                             (namespace_contexts.cc)
 //
 // Every operation returns a result or an errno-carrying Status; the FUSE
 // callbacks (fs/kernel/fuse_ops.cc) only translate to replies. This keeps the logic
@@ -35,8 +38,11 @@
 #include "common/status.h"
 #include "fs/dataset/dataset.h"
 #include "fs/dataset/dataset_slot.h"
+#include "fs/namespace/dir_contexts.h"
 #include "fs/namespace/generated_files.h"
 #include "fs/namespace/inode.h"
+#include "fs/namespace/refusal_log.h"
+#include "fs/namespace/seed_stats.h"
 #include "fs/views/view_format.h"
 #include "fs/views/view_registry.h"
 
@@ -115,6 +121,10 @@ class Namespace {
   const DatasetSlots& datasets() const { return datasets_; }
   // The epoch view ids of dataset `i` (fs/views/view_registry.h), for stats and tests.
   const ViewRegistry& views(size_t i) const { return *views_[i]; }
+  // Dataset `i`'s seed and resume directory ids (fs/namespace/dir_contexts.h).
+  const DirContexts& dir_contexts(size_t i) const { return *contexts_[i]; }
+  // Dataset `i`'s view traffic by seed; `configured`: the dataset's own seed.
+  std::vector<SeedStats::Row> seed_rows(size_t i, uint64_t configured) const { return seeds_[i]->rows(configured); }
 
  private:
   Result<Attr> attr_of(const NodeId& n) const;
@@ -132,8 +142,34 @@ class Namespace {
   Result<Attr> view_lookup(const NodeId& parent, std::string_view name) const;
   using Emit = std::function<bool(std::string_view name, const Result<Attr>& attr)>;
   Status view_readdir(const NodeId& n, uint64_t child, const Emit& emit, bool kernel_keeps_entries) const;
+  // A directory of W ranks' views: epochs/<e>/<W> (no context), or one in
+  // a directory context (seeds/<s>/epochs/<e>/<W>, .../resume/<consumed>/<W'>).
+  struct World {
+    uint32_t epoch = 0, w = 1;
+    std::shared_ptr<const ViewContext> context;
+    std::optional<DirKey> resume;  // its resume/ directory, if it has one
+  };
+  Result<World> world_of(const Dataset& ds, const NodeId& n) const;
+  Result<Attr> world_lookup(const Dataset& ds, const NodeId& p, std::string_view name) const;
   Status world_readdir(const Dataset& ds, const NodeId& n, uint64_t child, const Emit& emit,
                        bool kernel_keeps_entries) const;
+  // Directory contexts (namespace_contexts.cc).
+  Result<Attr> context_attr(const Dataset& ds, const NodeId& n) const;
+  Result<Attr> context_lookup(const Dataset& ds, const NodeId& p, std::string_view name) const;
+  Status context_readdir(const Dataset& ds, const NodeId& n, uint64_t child, const Emit& emit,
+                         bool kernel_keeps_entries) const;
+  // The inode of `key`'s directory, pinned (released if no attr comes of it);
+  // counts: a consumed level's counts, parsed from its name.
+  Result<Attr> context_child(const Dataset& ds, uint32_t dataset, const DirKey& key) const;
+  Result<Attr> context_child_with(const Dataset& ds, uint32_t dataset, const DirKey& key,
+                                  std::vector<uint64_t> counts) const;
+  // The world directory W of context `id` (epoch or consumed level), pinned.
+  Result<Attr> context_world(const Dataset& ds, uint32_t dataset, uint32_t id, uint64_t w) const;
+  std::shared_ptr<const ViewContext> make_view_context(const Dataset& ds, uint32_t dataset, const DirKey& key,
+                                                       std::vector<uint64_t> counts) const;
+  // The "resume/<consumed>" name a lookup refused: one log line (rate limited).
+  void refuse_resume(const Dataset& ds, const DirKey& resume, std::string_view name, const Status& why) const;
+  SeedCounters& seed_counters(const Dataset& ds, uint32_t dataset, const ViewContext* c) const;
   Status read_raw(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const;
   Status read_view(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const;
   Status read_generated(const NodeId& n, uint64_t offset, uint64_t size, cache::Gather& out) const;
@@ -152,6 +188,9 @@ class Namespace {
   // One per dataset, by index: the numbers of the views the kernel may name.
   // Destroyed before the datasets (their views read through them).
   std::vector<std::unique_ptr<ViewRegistry>> views_;
+  std::vector<std::unique_ptr<DirContexts>> contexts_;  // by dataset index
+  std::vector<std::unique_ptr<SeedStats>> seeds_;       // by dataset index
+  mutable RefusalLog refusals_;
   mutable GeneratedFiles generated_;
   std::string client_socket_;
   std::vector<std::string> view_xattr_names() const;

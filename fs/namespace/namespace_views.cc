@@ -45,9 +45,13 @@ void Namespace::forget(uint64_t ino, uint64_t nlookup) const {
   // A generated file lives as long as the kernel keeps its inode: the kernel
   // forgets an inode once, with every lookup it counted.
   if (n->kind == NodeKind::generated) return generated_.forget(n->index);
-  if (n->kind != NodeKind::view) return;  // only view inodes pin anything else
   // Never waits: the kernel holds no view of a dataset that is not ready.
-  if (ready_dataset(*n)) views_of(*n).release(static_cast<uint32_t>(n->index), nlookup);
+  if (!ready_dataset(*n)) return;
+  // Only view and context inodes pin anything else.
+  if (n->kind == NodeKind::view) views_of(*n).release(static_cast<uint32_t>(n->index), nlookup);
+  if (n->kind == NodeKind::context_dir) contexts_[n->dataset]->release(static_cast<uint32_t>(n->index), nlookup);
+  if (n->kind == NodeKind::context_world_dir)
+    contexts_[n->dataset]->release(static_cast<uint32_t>(n->index >> 16), nlookup);
 }
 
 Result<std::shared_ptr<const EpochView>> Namespace::view_of(const NodeId& n) const {
@@ -64,6 +68,9 @@ Result<Attr> Namespace::view_attr(const NodeId& n) const {
     case NodeKind::epochs_dir: return view_dir_attr(*ds, ino, ds->planner().config().epochs_listed);
     case NodeKind::epoch_dir: return view_dir_attr(*ds, ino, 1);
     case NodeKind::world_dir: return view_dir_attr(*ds, ino, static_cast<uint32_t>(n.index & 0xffff));
+    case NodeKind::seeds_dir:
+    case NodeKind::context_dir:
+    case NodeKind::context_world_dir: return context_attr(*ds, n);
     case NodeKind::view: {
       if (!format_known(n)) return not_found();
       const ViewFormat& f = format_of(n);
@@ -99,29 +106,10 @@ Result<Attr> Namespace::view_lookup(const NodeId& p, std::string_view name) cons
       if (!w || *w < 1 || *w > 65535) return not_found();
       return view_attr({NodeKind::world_dir, p.dataset, world_index(p.index, *w)});
     }
-    case NodeKind::world_dir: {
-      const uint64_t epoch = p.index >> 16, w = p.index & 0xffff;
-      auto dot = name.find('.');
-      auto r = parse_number(name.substr(0, dot));
-      if (!r || *r >= w) return not_found();
-      auto format = view_format_index(dot == std::string_view::npos ? "" : name.substr(dot));
-      if (!format || !view_formats()[*format]->applies_to(*ds)) return not_found();
-      auto id = views_of(p).id_of({static_cast<uint32_t>(epoch), static_cast<uint32_t>(w), static_cast<uint32_t>(*r)});
-      if (!id) return id.status();
-      const ViewFormat& f = *view_formats()[*format];
-      if (!f.is_directory()) ds->view_counters().lookups.fetch_add(1, std::memory_order_relaxed);
-      if (f.per_lookup(*ds)) {  // a new stream for this lookup, not an inode naming the view
-        auto v = views_of(p).get(*ds, *id);
-        views_of(p).release(*id);
-        if (!v) return v.status();
-        DLFS_ASSIGN_OR_RETURN(std::unique_ptr<OpenFile> stream, f.open(*v));
-        const uint64_t size = f.size(**v);
-        return generate(std::move(stream), size, *v);
-      }
-      auto a = view_attr(view_node(p.dataset, *format, *id));
-      if (!a) views_of(p).release(*id);  // the kernel gets no inode: it will never forget this pin
-      return a;
-    }
+    case NodeKind::world_dir:
+    case NodeKind::context_world_dir: return world_lookup(*ds, p, name);
+    case NodeKind::seeds_dir:
+    case NodeKind::context_dir: return context_lookup(*ds, p, name);
     case NodeKind::view: {
       if (!format_of(p).is_directory()) return Status(ENOTDIR, "not a directory");
       auto v = view_of(p);
@@ -148,7 +136,10 @@ Status Namespace::view_readdir(const NodeId& n, uint64_t child, const Emit& emit
       if (child == 0) emit(std::to_string(w), view_attr({NodeKind::world_dir, n.dataset, world_index(n.index, w)}));
       return Status::ok();
     }
-    case NodeKind::world_dir: return world_readdir(*ds, n, child, emit, kernel_keeps_entries);
+    case NodeKind::world_dir:
+    case NodeKind::context_world_dir: return world_readdir(*ds, n, child, emit, kernel_keeps_entries);
+    case NodeKind::seeds_dir:
+    case NodeKind::context_dir: return context_readdir(*ds, n, child, emit, kernel_keeps_entries);
     case NodeKind::view: {
       if (!format_of(n).is_directory()) return Status(ENOTDIR, "not a directory");
       auto v = view_of(n);
@@ -164,17 +155,80 @@ Status Namespace::view_readdir(const NodeId& n, uint64_t child, const Emit& emit
   }
 }
 
+Result<Namespace::World> Namespace::world_of(const Dataset& ds, const NodeId& n) const {
+  World w;
+  w.w = static_cast<uint32_t>(n.index & 0xffff);
+  if (n.kind == NodeKind::world_dir) {
+    w.epoch = static_cast<uint32_t>(n.index >> 16);
+    w.resume = DirKey{DirLevel::resume, ds.planner().seed(), false, w.epoch, w.w, {}};
+    return w;
+  }
+  auto c = contexts_[n.dataset]->get(static_cast<uint32_t>(n.index >> 16));
+  if (!c || !c->views) return not_found();
+  w.epoch = c->key.epoch;
+  w.context = c->views;
+  if (c->key.level == DirLevel::epoch) w.resume = DirKey{DirLevel::resume, c->key.seed, true, w.epoch, w.w, {}};
+  return w;
+}
+
+SeedCounters& Namespace::seed_counters(const Dataset& ds, uint32_t dataset, const ViewContext* c) const {
+  if (c && c->counters) return *c->counters;
+  return c ? seeds_[dataset]->of(c->seed(), ds.planner().seed()) : seeds_[dataset]->configured();
+}
+
+Result<Attr> Namespace::world_lookup(const Dataset& ds, const NodeId& p, std::string_view name) const {
+  DLFS_ASSIGN_OR_RETURN(const World world, world_of(ds, p));
+  if (name == "resume" && world.resume) return context_child(ds, p.dataset, *world.resume);
+  auto dot = name.find('.');
+  auto r = parse_number(name.substr(0, dot));
+  if (!r || *r >= world.w) return not_found();
+  auto format = view_format_index(dot == std::string_view::npos ? "" : name.substr(dot));
+  if (!format || !view_formats()[*format]->applies_to(ds)) return not_found();
+  auto id = views_of(p).id_of({world.epoch, world.w, static_cast<uint32_t>(*r), world.context});
+  if (!id) return id.status();
+  const ViewFormat& f = *view_formats()[*format];
+  SeedCounters& seed = seed_counters(ds, p.dataset, world.context.get());
+  auto count_lookup = [&](const EpochView* v) {  // v: a data format's view (its samples count)
+    ds.view_counters().lookups.fetch_add(1, std::memory_order_relaxed);
+    seed.lookups.fetch_add(1, std::memory_order_relaxed);
+    if (v) seed.samples.fetch_add(v->count(), std::memory_order_relaxed);
+  };
+  if (f.per_lookup(ds)) {  // a new stream for this lookup, not an inode naming the view
+    auto v = views_of(p).get(ds, *id);
+    views_of(p).release(*id);
+    if (!v) return v.status();
+    count_lookup(f.size_costs_work() ? nullptr : v->get());
+    DLFS_ASSIGN_OR_RETURN(std::unique_ptr<OpenFile> stream, f.open(*v));
+    const uint64_t size = f.size(**v);
+    return generate(std::move(stream), size, *v);
+  }
+  auto a = view_attr(view_node(p.dataset, *format, *id));
+  if (!a) {
+    views_of(p).release(*id);  // the kernel gets no inode: it will never forget this pin
+    return a;
+  }
+  if (f.is_directory()) return a;
+  if (f.size_costs_work()) {
+    count_lookup(nullptr);
+  } else if (auto v = views_of(p).get(ds, *id)) {  // cached: view_attr built it
+    count_lookup(v->get());
+  }
+  return a;
+}
+
 // Each rank's views, in registry order: "<r>", "<r>.index", "<r>.tar", ...
+// (resume/ is not listed: it exists when looked up).
 Status Namespace::world_readdir(const Dataset& ds, const NodeId& n, uint64_t child, const Emit& emit,
                                 bool kernel_keeps_entries) const {
-  const uint64_t epoch = n.index >> 16, w = n.index & 0xffff;
+  DLFS_ASSIGN_OR_RETURN(const World world, world_of(ds, n));
+  const uint64_t w = world.w;
   std::vector<size_t> formats;
   for (size_t f = 0; f < view_formats().size(); ++f)
     if (view_formats()[f]->applies_to(ds)) formats.push_back(f);
   for (uint64_t c = child; c < w * formats.size(); ++c) {
     const uint64_t r = c / formats.size();
     const size_t f = formats[c % formats.size()];
-    auto id = views_of(n).id_of({static_cast<uint32_t>(epoch), static_cast<uint32_t>(w), static_cast<uint32_t>(r)});
+    auto id = views_of(n).id_of({world.epoch, world.w, static_cast<uint32_t>(r), world.context});
     if (!id) return id.status();
     const ViewFormat& format = *view_formats()[f];
     const std::string name = std::to_string(r) + std::string(format.extension());
@@ -206,6 +260,11 @@ Status Namespace::read_view(const NodeId& n, uint64_t offset, uint64_t size, cac
   Status s = n.kind == NodeKind::view ? f.read(*stream, offset, size, out)
                                       : f.read_entry(*stream, entry_position(n.index), offset, size, out);
   // The .index is text about the view, not view traffic.
+  if (s && !f.size_costs_work()) {
+    SeedCounters& seed = seed_counters(*ds, n.dataset, stream->view->context());
+    seed.requests.fetch_add(1, std::memory_order_relaxed);
+    seed.bytes.fetch_add(out.bytes(), std::memory_order_relaxed);
+  }
   return counted_view_read(ds, std::move(s), f.size_costs_work() ? nullptr : &out);
 }
 

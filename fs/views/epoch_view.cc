@@ -21,9 +21,19 @@ Result<std::shared_ptr<const EpochView>> EpochView::build(const Dataset& ds, Vie
                               std::to_string(key.world_size));
   std::shared_ptr<EpochView> v(new EpochView(ds, key));
   const plan::Planner& p = ds.planner();
+  const ViewContext* c = key.context.get();
   v->plan_ = p.key(key.epoch, key.world_size);
-  v->count_ = p.shape().samples == 0 ? 0 : plan::samples_per_rank(v->plan_);
-  v->order_ = p.order(key.epoch);
+  v->seed_ = c ? c->seed() : p.seed();
+  v->order_ = p.order(key.epoch, v->seed_);
+  if (v->seed_ == p.seed()) v->round_order_ = &v->order_;
+  if (c && c->resumed()) {
+    auto rest = c->remainder(key.epoch, p.shape().samples, p.remainder());
+    if (!rest) return rest.status();
+    v->resume_ = std::move(*rest);
+    v->count_ = v->resume_->size() == 0 ? 0 : resume_per_rank(v->resume_->size(), key.world_size, p.remainder());
+  } else {
+    v->count_ = p.shape().samples == 0 ? 0 : plan::samples_per_rank(v->plan_);
+  }
   return std::shared_ptr<const EpochView>(std::move(v));
 }
 
@@ -33,10 +43,10 @@ std::string EpochView::member_name(uint64_t k) const { return ds_.manifest().mem
 
 Status EpochView::read_sample(uint64_t k, uint64_t from, uint64_t n, cache::Gather& out,
                               cache::ReadRing* ring) const {
-  return ds_.reader().read_sample(sample_at(k), from, n, context(k, ring), out, ds_.view_counters().reads);
+  return ds_.reader().read_sample(sample_at(k), from, n, sample_context(k, ring), out, ds_.view_counters().reads);
 }
 
-bool EpochView::in_memory(uint64_t k) const { return ds_.reader().in_memory(sample_at(k), context(k, nullptr)); }
+bool EpochView::in_memory(uint64_t k) const { return ds_.reader().in_memory(sample_at(k), sample_context(k, nullptr)); }
 
 const std::vector<std::string>& EpochView::xattr_names() {
   static const std::vector<std::string> names = {
@@ -48,7 +58,7 @@ const std::vector<std::string>& EpochView::xattr_names() {
 
 std::string EpochView::xattr(const std::string& name) const {
   const plan::Planner& p = ds_.planner();
-  if (name == "user.dlfs.seed") return std::to_string(p.seed());
+  if (name == "user.dlfs.seed") return std::to_string(seed_);
   if (name == "user.dlfs.epoch") return std::to_string(key_.epoch);
   if (name == "user.dlfs.world_size") return std::to_string(key_.world_size);
   if (name == "user.dlfs.rank") return std::to_string(key_.rank);
@@ -57,7 +67,7 @@ std::string EpochView::xattr(const std::string& name) const {
   if (name == "user.dlfs.order") return p.order_name();
   if (name == "user.dlfs.rounds") return std::to_string(rounds());
   if (name == "user.dlfs.shuffle_ratio") return fmt_double(p.ratio());
-  if (name == "user.dlfs.rl") return fmt_double(p.randomization_level());
+  if (name == "user.dlfs.rl") return fmt_double(p.randomization_level(seed_));
   return "";
 }
 

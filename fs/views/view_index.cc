@@ -30,12 +30,17 @@ std::string index_text(const EpochView& v) {
   const ViewKey& key = v.key();
   const provenance::Manifest& m = ds.manifest();
   const std::string group_by = m.samples_grouped() ? " group_by=" + std::string(name_of(m.options().group_by)) : "";
+  // A resumed epoch: whose counts it is the rest of (docs/views.md).
+  const ViewContext* c = v.context();
+  const std::string resumed = c && c->resumed() ? " resume_world_size=" + std::to_string(c->resume_world()) +
+                                                      " consumed=" + consumed_name(c->consumed())
+                                                : "";
   std::string t = "# dlfs view dataset=" + ds.name() + " epoch=" + std::to_string(key.epoch) +
                   " world_size=" + std::to_string(key.world_size) + " rank=" + std::to_string(key.rank) +
-                  " samples=" + std::to_string(v.count()) + " seed=" + std::to_string(p.seed()) +
+                  " samples=" + std::to_string(v.count()) + " seed=" + std::to_string(v.seed()) +
                   " remainder=" + p.remainder_name() + " order=" + p.order_name() + " rounds=" +
                   std::to_string(v.rounds()) + " shuffle_ratio=" + v.xattr("user.dlfs.shuffle_ratio") +
-                  " rl=" + v.xattr("user.dlfs.rl") + group_by + "\n";
+                  " rl=" + v.xattr("user.dlfs.rl") + resumed + group_by + "\n";
   const auto tar = TarLayout::of(v);
   t.reserve(t.size() + v.count() * 48);
   for (uint64_t k = 0; k < v.count(); ++k) {

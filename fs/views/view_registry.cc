@@ -3,15 +3,9 @@
 #include "fs/views/view_stream.h"
 
 namespace dlfs::fs {
-namespace {
-std::tuple<uint32_t, uint32_t, uint32_t> tuple_of(const ViewKey& k) {
-  return std::make_tuple(k.epoch, k.world_size, k.rank);
-}
-}  // namespace
-
 Result<uint32_t> ViewRegistry::id_of(const ViewKey& key) {
   std::lock_guard lk(mu_);
-  if (auto it = ids_.find(tuple_of(key)); it != ids_.end()) {
+  if (auto it = ids_.find(key); it != ids_.end()) {
     ++slots_[it->second].pins;
     return it->second;
   }
@@ -25,12 +19,12 @@ Result<uint32_t> ViewRegistry::id_of(const ViewKey& key) {
       return Status(ENOSPC, "the kernel holds " + std::to_string(kMaxViews) +
                                 " distinct epoch views of this dataset at once; none can be recycled until it forgets some");
     id = *free;
-    ids_.erase(tuple_of(slots_[id].key));
+    ids_.erase(slots_[id].key);
     cache_.remove_if([id](const Cached& entry) { return entry.id == id; });
     slots_[id] = {key, 0};
     ++recycled_;
   }
-  ids_.emplace(tuple_of(key), id);
+  ids_.emplace(key, id);
   ++slots_[id].pins;
   return id;
 }

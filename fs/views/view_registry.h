@@ -1,5 +1,5 @@
 // ViewRegistry: small numbers for the epoch views looked up so far, so that
-// a view (epoch, W, rank) fits in an inode number, and a cache of the views
+// a view (epoch, W, rank, context) fits in an inode number, and a cache of the views
 // used most recently (a view keeps its formats' layouts, e.g. the tar member
 // offsets, which cost O(samples in the view) to build, and the read-ahead
 // ring its streams share).
@@ -58,7 +58,7 @@ class ViewRegistry {
   static constexpr size_t kCached = 16;
   mutable std::mutex mu_;
   std::vector<Slot> slots_;
-  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t> ids_;
+  std::map<ViewKey, uint32_t> ids_;  // contexts compared by value
   struct Cached {
     uint32_t id;
     std::shared_ptr<const EpochView> view;

@@ -27,6 +27,8 @@ import sys
 import time
 from itertools import compress
 
+from .resume import resume_spec
+
 XATTR_SOCKET = "user.dlfs.client_socket"
 XATTR_DATASET = "user.dlfs.dataset"
 ENV_SOCKET = "DLFS_CLIENT_SOCKET"
@@ -275,7 +277,7 @@ class Client:
                     path, dataset = found
                 self._open(path, dataset)
                 for v in self._views:
-                    v._id, samples = self._new_view(v.epoch, v.world_size, v.rank)
+                    v._id, samples = self._new_view(v.epoch, v.world_size, v.rank, v.seed, v.resume)
                     if samples != v.samples:
                         raise ClientError("EIO", f"{path}: view epoch {v.epoch}, rank {v.rank} of {v.world_size} "
                                           f"held {v.samples} samples before dlfsd restarted, {samples} after")
@@ -296,8 +298,13 @@ class Client:
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, 0.5)
 
-    def _new_view(self, epoch, world_size, rank):
-        head, _ = self._call({"op": "view", "epoch": epoch, "world_size": world_size, "rank": rank})
+    def _new_view(self, epoch, world_size, rank, seed=None, resume=None):
+        request = {"op": "view", "epoch": epoch, "world_size": world_size, "rank": rank}
+        if seed is not None:
+            request["seed"] = seed
+        if resume is not None:
+            request["resume"] = {"world_size": resume[0], "consumed": list(resume[1])}
+        head, _ = self._call(request)
         view, samples = head.get("view"), head.get("samples")
         if not isinstance(view, int) or not isinstance(samples, int) or samples < 0:
             raise self._fail(f"the reply to 'view' has view={view!r}, samples={samples!r}")
@@ -305,9 +312,12 @@ class Client:
 
     # -- API ---------------------------------------------------------------
 
-    def view(self, epoch, world_size, rank):
-        """The view the mount serves as epochs/<epoch>/<world_size>/<rank>.*"""
-        return ClientView(self, epoch, world_size, rank)
+    def view(self, epoch, world_size, rank, seed=None, resume=None):
+        """The view the mount serves as epochs/<epoch>/<world_size>/<rank>.*;
+        with `seed`, seeds/<seed>/epochs/...; with `resume` = (W, consumed
+        counts), .../epochs/<epoch>/<W>/resume/<consumed>/<world_size>/<rank>.*
+        (docs/views.md)."""
+        return ClientView(self, epoch, world_size, rank, seed, resume)
 
     def next_slot(self):
         """The slot the next batch request without an explicit slot uses."""
@@ -339,11 +349,13 @@ class Client:
 
 class ClientView:
     """One epoch view on a Client (`len()` samples, the order of the mount's
-    epochs/<epoch>/<world_size>/<rank>.*)."""
+    epochs/<epoch>/<world_size>/<rank>.*, or of its seeds/ or resume/ path)."""
 
-    def __init__(self, client, epoch, world_size, rank):
+    def __init__(self, client, epoch, world_size, rank, seed=None, resume=None):
         self.client, self.epoch, self.world_size, self.rank = client, epoch, world_size, rank
-        self._id, self.samples = client._new_view(epoch, world_size, rank)
+        self.seed = seed
+        self.resume = resume_spec(resume) if resume is not None else None
+        self._id, self.samples = client._new_view(epoch, world_size, rank, seed, self.resume)
         client._views.append(self)
 
     def __len__(self):

@@ -10,6 +10,7 @@ of that view (docs/python.md)."""
 import torch.utils.data
 
 from .client import DEFAULT_RECONNECT_TIMEOUT
+from .resume import check_seed, resume_spec
 from .samplebatches import SampleBatches, require_socket
 from .split import DEFAULT_BLOCK_BYTES, resolve_rank
 from .tarstream import DEFAULT_CHUNK
@@ -35,11 +36,18 @@ class TarViewDataset(torch.utils.data.IterableDataset):
     Such a dataset has no len(): each worker's last batch may be short.
 
     `zero_copy` (TarView's): "auto" reads through dlfsd's client socket when
-    it serves one; each DataLoader worker opens its own connection."""
+    it serves one; each DataLoader worker opens its own connection.
+
+    `seed`: this job's own seed (`<dataset>/seeds/<seed>/`), for jobs that
+    share one dlfsd. `resume_from=(W, consumed)`: the rest of `epoch` after
+    a run of W ranks read `consumed` samples each (one count, or W): this
+    run's `rank` of `world_size` reads its share of what is left, each
+    sample once across the ranks (TarView; docs/python.md). set_epoch()
+    moves on to a whole epoch unless given one again."""
 
     def __init__(self, dataset_dir, epoch=0, rank=None, world_size=None, start=0, block_samples=None,
                  block_bytes=DEFAULT_BLOCK_BYTES, chunk=DEFAULT_CHUNK, transform=None, batch_size=None,
-                 zero_copy="auto"):
+                 zero_copy="auto", seed=None, resume_from=None):
         super().__init__()
         if batch_size is not None and batch_size < 1:
             raise ValueError(f"batch_size must be at least 1 (or None for single samples), got {batch_size}")
@@ -50,16 +58,20 @@ class TarViewDataset(torch.utils.data.IterableDataset):
         self.block_samples, self.block_bytes, self.chunk = block_samples, block_bytes, chunk
         self.transform = transform
         self.zero_copy = zero_copy
+        self.seed = None if seed is None else check_seed(seed)
+        self.resume_from = None if resume_from is None else resume_spec(resume_from)
         self._view = None
 
-    def set_epoch(self, epoch, start=0):
+    def set_epoch(self, epoch, start=0, resume_from=None):
         self.epoch, self.start, self._view = epoch, start, None
+        self.resume_from = None if resume_from is None else resume_spec(resume_from)
 
     def view(self):
         """The TarView of the current epoch (its index is read once per process)."""
         if self._view is None:
             self._view = TarView(self.dataset_dir, self.epoch, self.rank, self.world_size, self.start,
-                                 self.block_samples, self.block_bytes, self.chunk, zero_copy=self.zero_copy)
+                                 self.block_samples, self.block_bytes, self.chunk, zero_copy=self.zero_copy,
+                                 seed=self.seed, resume_from=self.resume_from)
         return self._view
 
     def __len__(self):
@@ -89,12 +101,15 @@ class BinViewDataset(torch.utils.data.Dataset):
     (sample id, record bytes) of position k of this rank's epoch, or
     transform of that. Any sampler works on it (it only permutes the planned
     order further); for the planned order use shuffle=False. `zero_copy` as for BinView
-    (each DataLoader worker opens its own client socket connection)."""
+    (each DataLoader worker opens its own client socket connection); `seed`
+    and `resume_from` as for TarViewDataset."""
 
-    def __init__(self, dataset_dir, epoch=0, rank=None, world_size=None, transform=None, zero_copy="auto"):
+    def __init__(self, dataset_dir, epoch=0, rank=None, world_size=None, transform=None, zero_copy="auto",
+                 seed=None, resume_from=None):
         super().__init__()
         self.rank, self.world_size = resolve_rank(rank, world_size)
-        self.bin = BinView(dataset_dir, epoch, self.rank, self.world_size, zero_copy=zero_copy)
+        self.bin = BinView(dataset_dir, epoch, self.rank, self.world_size, zero_copy=zero_copy, seed=seed,
+                           resume_from=resume_from)
         self.transform = transform
 
     def __len__(self):
@@ -115,11 +130,11 @@ class SampleBatchDataset(torch.utils.data.IterableDataset):
     A batch crossing from a worker process to the main process is pickled
     (packed into one bytes object and cut again); a transform that decodes,
     or returns batch.packed(), runs in the worker and sends its result
-    instead."""
+    instead. `seed` and `resume_from` as for TarViewDataset."""
 
     def __init__(self, dataset_dir, epoch=0, rank=None, world_size=None, batch_size=256, start=0,
                  block_samples=None, block_bytes=DEFAULT_BLOCK_BYTES, names=False, transform=None,
-                 reconnect_timeout=DEFAULT_RECONNECT_TIMEOUT):
+                 reconnect_timeout=DEFAULT_RECONNECT_TIMEOUT, seed=None, resume_from=None):
         super().__init__()
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
@@ -129,14 +144,17 @@ class SampleBatchDataset(torch.utils.data.IterableDataset):
         self.epoch, self.start = epoch, start
         self.block_samples, self.block_bytes, self.names = block_samples, block_bytes, names
         self.transform, self.reconnect_timeout = transform, reconnect_timeout
+        self.seed = None if seed is None else check_seed(seed)
+        self.resume_from = None if resume_from is None else resume_spec(resume_from)
 
-    def set_epoch(self, epoch, start=0):
+    def set_epoch(self, epoch, start=0, resume_from=None):
         self.epoch, self.start = epoch, start
+        self.resume_from = None if resume_from is None else resume_spec(resume_from)
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         batches = SampleBatches(self.dataset_dir, self.epoch, self.rank, self.world_size, self.batch_size, worker,
                                 workers, self.start, self.block_samples, self.block_bytes, self.names,
-                                self.reconnect_timeout)
+                                self.reconnect_timeout, seed=self.seed, resume_from=self.resume_from)
         return iter(batches) if self.transform is None else map(self.transform, batches)

@@ -7,6 +7,7 @@ import os
 import re
 
 from .files import read_file
+from .resume import world_dir
 from .tarstream import padded
 
 _HEAD = "# dlfs view "
@@ -112,8 +113,11 @@ def _columns(body):
     return [list(c) for c in zip(*rows)] if rows else [[] for _ in range(5)]
 
 
-def view_path(dataset_dir, epoch, world_size, rank):
-    """`<dataset>/epochs/<e>/<W>/<r>`, the common stem of a rank's view files."""
+def view_path(dataset_dir, epoch, world_size, rank, seed=None, resume_from=None):
+    """`<dataset>/epochs/<e>/<W>/<r>`, the common stem of a rank's view
+    files; with `seed`, under `<dataset>/seeds/<seed>/`; with `resume_from`
+    (the first run's (W, consumed counts)), the rest of the epoch
+    `.../epochs/<e>/<W>/resume/<consumed>/<world_size>/<r>` (dlfs/resume.py)."""
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is not in [0, world_size={world_size})")
-    return os.path.join(dataset_dir, "epochs", str(epoch), str(world_size), str(rank))
+    return os.path.join(world_dir(dataset_dir, epoch, world_size, seed, resume_from), str(rank))

@@ -94,11 +94,12 @@ class SampleBatches:
     read through the mount (keys, the block plan). Iterable (each iteration
     reads the share again); one Client per SampleBatches and process.
 
-    Requires the socket: without it, ClientUnavailable."""
+    Requires the socket: without it, ClientUnavailable. `seed` and
+    `resume_from` as for TarView."""
 
     def __init__(self, dataset_dir, epoch=0, rank=None, world_size=None, batch_size=256, worker=0, num_workers=1,
                  start=0, block_samples=None, block_bytes=DEFAULT_BLOCK_BYTES, names=False,
-                 reconnect_timeout=DEFAULT_RECONNECT_TIMEOUT):
+                 reconnect_timeout=DEFAULT_RECONNECT_TIMEOUT, seed=None, resume_from=None):
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         if not 0 <= worker < num_workers:
@@ -109,7 +110,7 @@ class SampleBatches:
         self.reconnect_timeout = reconnect_timeout
         self.client_socket = require_socket(dataset_dir)
         self.view = TarView(dataset_dir, epoch, rank, world_size, start, block_samples, block_bytes,
-                            zero_copy=False)
+                            zero_copy=False, seed=seed, resume_from=resume_from)
         if self.view.index.opportunistic:
             raise ClientUnavailable(f"{self.view.path}: an opportunistic view's order is decided as it is read: "
                                     "dlfsd serves it through the mount only; read the views through dlfs.TarView "
@@ -130,7 +131,7 @@ class SampleBatches:
             path, dataset = self.client_socket
             client = Client(self.dataset_dir, socket_path=path, dataset=dataset,
                             reconnect_timeout=self.reconnect_timeout)
-            view = client.view(self.epoch, self.world_size, self.rank)
+            view = client.view(self.epoch, self.world_size, self.rank, self.view.seed, self.view.resume_from)
             if len(view) != len(self.view.index):
                 raise ClientError("EIO", f"{path}: view epoch {self.epoch}, rank {self.rank} of {self.world_size} "
                                   f"holds {len(view)} samples, {self.view.index.path} lists {len(self.view.index)}")

@@ -8,6 +8,7 @@ from .batches import RunReader, ViewBatch, batch_runs, pack
 from .client import DEFAULT_RECONNECT_TIMEOUT, MAX_COUNT, Client, ClientError, ClientUnavailable, find_socket
 from .grouping import group_members, group_starts, split_key
 from .index import ViewIndex, view_path
+from .resume import check_seed, explain_missing, resume_spec
 from .split import DEFAULT_BLOCK_BYTES, plan_blocks, worker_blocks
 from .tarstream import DEFAULT_CHUNK, TarFormatError, iter_members
 
@@ -26,14 +27,24 @@ class TarView:
     reads the mount. Either way the same samples in the same order, the
     same worker split; `client_socket` is (socket path, dataset name) when
     the socket is used. Opportunistic views are read through the mount
-    (the daemon decides their order as the `.tar` is read)."""
+    (the daemon decides their order as the `.tar` is read).
+
+    `seed`: the view of another job's seed (`<dataset>/seeds/<seed>/...`),
+    sharing dlfsd's one copy of the dataset. `resume_from`: the rest of the
+    epoch after a run of another world size read part of it, as its
+    checkpoint says: (W, consumed), consumed one count (every rank of W read
+    that many) or W counts; `rank` and `world_size` are this run's
+    (`.../epochs/<e>/<W>/resume/<consumed>/<world_size>/<rank>.tar`,
+    docs/views.md). `start` then counts samples of that view."""
 
     def __init__(self, dataset_dir, epoch, rank, world_size, start=0, block_samples=None,
                  block_bytes=DEFAULT_BLOCK_BYTES, chunk=DEFAULT_CHUNK, zero_copy="auto",
-                 reconnect_timeout=DEFAULT_RECONNECT_TIMEOUT):
-        self.stem = view_path(dataset_dir, epoch, world_size, rank)
+                 reconnect_timeout=DEFAULT_RECONNECT_TIMEOUT, seed=None, resume_from=None):
+        self.seed = None if seed is None else check_seed(seed)
+        self.resume_from = None if resume_from is None else resume_spec(resume_from)
+        self.stem = view_path(dataset_dir, epoch, world_size, rank, self.seed, self.resume_from)
         self.path = self.stem + ".tar"
-        self.index = ViewIndex(self.stem + ".index")
+        self.index = _open_index(self.stem + ".index", dataset_dir, epoch, self.seed, self.resume_from)
         self.dataset_dir, self.epoch, self.rank, self.world_size = dataset_dir, epoch, rank, world_size
         self.start, self.chunk = start, chunk
         names = self.index.names
@@ -294,13 +305,23 @@ def _client_view(owner, positions):
             raise
         owner.client_socket = None
         return None
-    view = client.view(owner.epoch, owner.world_size, owner.rank)
+    view = client.view(owner.epoch, owner.world_size, owner.rank, owner.seed, owner.resume_from)
     if len(view) != positions:
         client.close()
         raise ClientError("EIO", f"{path}: view epoch {owner.epoch}, rank {owner.rank} of {owner.world_size} holds "
                           f"{len(view)} samples, {owner.path[:-4]}.index lists {positions}")
     owner._client = (pid, view)
     return view
+
+
+def _open_index(path, dataset_dir, epoch, seed, resume_from):
+    """The view's `.index`; a resume view that does not exist says why."""
+    try:
+        return ViewIndex(path)
+    except FileNotFoundError:
+        if resume_from is None:
+            raise
+        raise explain_missing(dataset_dir, epoch, seed, resume_from, path) from None
 
 
 def _check_ids(view, reply, index):
@@ -331,16 +352,19 @@ class BinView:
 
     `zero_copy` as for TarView: with the client socket, the records'
     locations are asked for in blocks of `block` positions and each record
-    is copied out of dlfsd's memory (sequential access is the fast path)."""
+    is copied out of dlfsd's memory (sequential access is the fast path).
+    `seed` and `resume_from` as for TarView."""
 
     CACHED_BLOCKS = 8
 
     def __init__(self, dataset_dir, epoch, rank, world_size, zero_copy="auto",
-                 reconnect_timeout=DEFAULT_RECONNECT_TIMEOUT, block=MAX_COUNT):
+                 reconnect_timeout=DEFAULT_RECONNECT_TIMEOUT, block=MAX_COUNT, seed=None, resume_from=None):
         self._fd = self._pid = None
-        stem = view_path(dataset_dir, epoch, world_size, rank)
+        self.seed = None if seed is None else check_seed(seed)
+        self.resume_from = None if resume_from is None else resume_spec(resume_from)
+        stem = view_path(dataset_dir, epoch, world_size, rank, self.seed, self.resume_from)
         self.path = stem + ".bin"
-        self.index = ViewIndex(stem + ".index")
+        self.index = _open_index(stem + ".index", dataset_dir, epoch, self.seed, self.resume_from)
         n = len(self.index)
         size = os.stat(self.path).st_size
         self.record_size = size // n if n else 0
