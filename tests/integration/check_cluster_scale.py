@@ -12,7 +12,8 @@ through the kill finished with the right bytes (the dead node's samples read
 from the backend), and the restarted node
 rejoined everywhere; the SIGSTOPped node was seen down by all and came back;
 idle heartbeat traffic per peer stayed under IDLE_PER_PEER_MAX bytes/s (a
-runaway of messages; 1.75 KB/s was measured when this was written).
+runaway of messages), and each node sent pings only to the peers it watches
+(dlfsd's membership counters).
 """
 import json
 import sys
@@ -20,10 +21,11 @@ import sys
 from checklib import fail
 
 FORM_BOUND_S = 30.0
-DOWN_AFTER_S = 3.0  # [cluster] down_after_ms's default
+DOWN_AFTER_S = 2.0  # [cluster] down_after_ms's default
 HEARTBEAT_S = 0.5
 SLACK_S = 1.5  # polling and a busy 2-core machine
 IDLE_PER_PEER_MAX = 20000
+WATCH_PEERS = 3  # [cluster] watch_peers's default
 
 
 def main():
@@ -68,6 +70,14 @@ def main():
     i = r["idle"]
     if not 0 < i["tx_bytes_s_per_peer"] <= IDLE_PER_PEER_MAX:
         fail(f"idle traffic {i['tx_bytes_s_per_peer']:.0f} B/s per peer (bound {IDLE_PER_PEER_MAX}; 0: no heartbeats?)")
+    # Each node pings only the watch_peers (3) next ranks once loaded: the
+    # pings it sends while idle do not grow with N.
+    m = i.get("membership_per_s") or fail("no membership counters in dlfsd's status")
+    pings = m.get("sent.by_kind.ping.messages", 0)
+    watched = min(WATCH_PEERS, int(n) - 1)
+    if not 0 < pings <= 1.2 * watched / HEARTBEAT_S:
+        fail(f"a node sent {pings:.1f} pings/s while idle: {watched} watched peers every {HEARTBEAT_S} s make "
+             f"{watched / HEARTBEAT_S:.0f}")
     print(f"{n} nodes: formed in {f['form_s']:.2f} s, backend {ratio:.3f}x the dataset, views exact; "
           f"kill seen in {k['detect_s_median']:.2f}/{k['detect_s_max']:.2f} s (median/max), reader ok "
           f"(longest read after the kill {rd['longest_read_after_kill_s']:.2f} s), rejoined in "

@@ -212,8 +212,12 @@ class Dataset:
         self.bytes = sum(os.path.getsize(os.path.join(self.path, f)) for f in self.files)
         self.config = os.path.join(a.workdir, f"dlfsd-{count}.toml")
         with open(self.config, "w") as f:
-            f.write(f"[cluster]\nheartbeat_ms = {a.heartbeat_ms}\ndown_after_ms = {a.down_after_ms}\n\n"
-                    f"[[dataset]]\nname = \"ds\"\nbackend = \"{self.path}\"\nseed = 7\n")
+            # Only the settings asked for: otherwise dlfsd's own defaults are measured.
+            f.write("[cluster]\n")
+            for key in ("heartbeat_ms", "down_after_ms", "watch_peers"):
+                if getattr(a, key) is not None:
+                    f.write(f"{key} = {getattr(a, key)}\n")
+            f.write(f"\n[[dataset]]\nname = \"ds\"\nbackend = \"{self.path}\"\nseed = 7\n")
 
 
 class Node:
@@ -705,8 +709,9 @@ def main():
     ap.add_argument("--rejoin-timeout", type=float, default=120.0)
     ap.add_argument("--reader-s", type=float, default=4.0, help="the reader during the kill spreads its reads over this")
     ap.add_argument("--raw-samples", type=int, default=8, help="raw files each node reads and checks")
-    ap.add_argument("--heartbeat-ms", type=int, default=500, help="[cluster] heartbeat_ms (dlfsd's default: 500)")
-    ap.add_argument("--down-after-ms", type=int, default=3000, help="[cluster] down_after_ms (default: 3000)")
+    ap.add_argument("--heartbeat-ms", type=int, help="[cluster] heartbeat_ms (default: dlfsd's, 500)")
+    ap.add_argument("--down-after-ms", type=int, help="[cluster] down_after_ms (default: dlfsd's, 2000)")
+    ap.add_argument("--watch-peers", type=int, help="[cluster] watch_peers (default: dlfsd's, 3; 0: every peer)")
     ap.add_argument("--poll", type=float, default=0.1, help="seconds between status polls")
     ap.add_argument("--tag", default=f"sc{os.getpid() % 100000}", help="namespaces are dlfs-TAG-N-n<i>")
     a = ap.parse_args()
@@ -726,8 +731,10 @@ def main():
     results = {}
     params = {k: getattr(a, k) for k in ("files", "files_per_node", "file_size", "memory_budget", "extent_size", "idle", "settle",
                                          "form_timeout", "reader_s", "poll")}
-    params.update(heartbeat_ms=a.heartbeat_ms,
-                  down_after_ms=a.down_after_ms,
+    # dlfsd's defaults (fs/config/config.h) where no flag set them.
+    params.update(heartbeat_ms=500 if a.heartbeat_ms is None else a.heartbeat_ms,
+                  down_after_ms=2000 if a.down_after_ms is None else a.down_after_ms,
+                  watch_peers=3 if a.watch_peers is None else a.watch_peers,
                   cores=os.cpu_count(), git=subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)),
                                                             "rev-parse", "--short", "HEAD"],
                                                            capture_output=True, text=True).stdout.strip())
