@@ -343,25 +343,32 @@ bool UcxFabric::wait_for_work(std::chrono::microseconds timeout) {
 
 void UcxFabric::progress_loop() {
   ::pthread_setname_np(::pthread_self(), "dlfs-ucx");
+  using Clock = std::chrono::steady_clock;
+  // After work, keep progressing a little before sleeping: the next chunk of
+  // a get, or the next get, usually comes sooner than a sleeping thread
+  // wakes on an idle core. Measured (dlfs-bench-fabric-get over tcp, one get
+  // in flight, 2 idle cores): 30 us took 4 KiB gets from 78 to 19 us and 1
+  // MiB gets from 2.2 to 2.6 GB/s. With every thread on one busy core it
+  // costs them instead (4 KiB: 14 to 73 us; the polling before: 160 us).
+  constexpr auto kSpinAfterWork = std::chrono::microseconds(30);
   // Event-driven: progress until the worker has nothing left, arm it, sleep
   // until an event or wake(). wake() comes after every post and the eventfd
   // is drained before progressing, so a post is never slept through. 1 s
   // bounds a sleep anyway: UCX arms only the interfaces that can raise
   // events and silently skips others (none among tcp, posix, sysv, cma).
   constexpr auto kSafetyTick = std::chrono::microseconds(1000000);
-  // Polling: stay hot for a while after activity, then sleep in steps that
-  // double from 20 us to kMaxIdleSleep; wake() ends a sleep and the back-off.
-  // A peer's request to this node waits at most one step.
-  constexpr unsigned kHotRounds = 64;
+  // Polling: sleep in steps that double from 20 us to kMaxIdleSleep; wake()
+  // ends a sleep and the back-off. A peer's request waits at most one step.
   constexpr auto kFirstSleep = std::chrono::microseconds(20);
-  unsigned idle = 0;
   auto sleep = kFirstSleep;
+  Clock::time_point last_work{};
   while (!stop_.load(std::memory_order_acquire)) {
     if (ucp_worker_progress(worker_) != 0) {
-      idle = 0;
+      last_work = Clock::now();
       sleep = kFirstSleep;
       continue;
     }
+    if (Clock::now() - last_work < kSpinAfterWork) continue;
     if (worker_fd_ >= 0) {
       const ucs_status_t s = ucp_worker_arm(worker_);
       if (s == UCS_ERR_BUSY) continue;  // events came in meanwhile: progress them first
@@ -373,13 +380,7 @@ void UcxFabric::progress_loop() {
       worker_fd_ = -1;  // only this thread reads it
       continue;
     }
-    if (++idle < kHotRounds) continue;
-    if (wait_for_work(sleep)) {
-      idle = 0;
-      sleep = kFirstSleep;
-    } else {
-      sleep = std::min(sleep * 2, kMaxIdleSleep);
-    }
+    sleep = wait_for_work(sleep) ? kFirstSleep : std::min(sleep * 2, kMaxIdleSleep);
   }
 }
 
