@@ -1,12 +1,27 @@
 // The UCX fabric: this node's UCX machinery behind the Fabric interface.
 //
-// One UCP context (RMA + active messages), one worker shared by all threads
-// (UCS_THREAD_MODE_MULTI), a progress thread that keeps that worker moving
-// (over TCP the *target* serves a peer's get, by DLFS's messages: it must
-// progress for the get to complete, so progress cannot wait for our own
-// requests; it polls,
-// with short sleeps when idle, because shared-memory transports raise no
-// events). The listener and the endpoints connect() makes are not UCX's:
+// One UCP context (RMA + active messages + wake-up), one worker shared by
+// all threads (UCS_THREAD_MODE_MULTI), a progress thread that keeps that
+// worker moving (over TCP the *target* serves a peer's get, by DLFS's
+// messages: it must progress for the get to complete, so progress cannot
+// wait for our own requests). That thread sleeps when there is nothing to
+// do: it progresses until ucp_worker_progress finds nothing, arms the worker
+// (ucp_worker_arm) and blocks in poll() on the worker's event fd
+// (ucp_worker_get_efd: a peer's traffic, UCX's keepalive timer) and on an
+// eventfd that wake() writes (work another thread posted: sends, gets,
+// closes), at most 1 s (a safety tick). Idle, it wakes about once a second
+// (the polling it replaced: ~5000 times, ~7% of a core). After work it
+// keeps progressing for 30 us before it sleeps (a get's next chunk usually
+// comes sooner than a sleeper wakes). UCX 1.13 arms every transport DLFS
+// uses: tcp (its sockets' epoll fd), posix and sysv (a sender signals an
+// armed receiver over a unix socket), cma (its copies run in the asker's
+// progress; arming fails with BUSY while one is queued); WAKEUP narrows its
+// choice of transports only with UCP_FEATURE_TAG, which DLFS does not ask
+// for. Where wake-up is unavailable (the context or the event fd refused, or
+// DLFS_TEST_ONLY_UCX_POLLING set) the thread polls instead, sleeping in
+// steps that double up to kMaxIdleSleep when idle (~250 wake-ups a second)
+// and that wake() cuts short. transports() and an info line at start say
+// which. The listener and the endpoints connect() makes are not UCX's:
 // they are the control channel's plain TCP connections (control_channel.h),
 // whose thread runs the message handler; UCX's own listener dies of a
 // malformed connection request.
@@ -102,7 +117,7 @@ class UcxFabric final : public Fabric {
   ~UcxFabric() override;
 
   uint16_t port() const override { return control_->port(); }
-  std::string transports() const override;
+  std::string transports() const override;  // UCX's version, UCX_TLS and the progress mode
   Result<std::unique_ptr<Endpoint>> connect(const std::string& host, uint16_t port,
                                             std::function<void(const std::string& why)> on_failure) override;
   // A worker-address endpoint is wired up with every transport UCX_TLS
@@ -115,17 +130,38 @@ class UcxFabric final : public Fabric {
   void unserve(uint64_t handle) override;
   uint64_t served_bytes(uint64_t handle) const override { return served_.served_bytes(handle); }
 
+  // How the progress thread waits: "event-driven (efd)" or "polling: <why>".
+  const std::string& progress_mode() const { return progress_mode_; }
+  // Times the progress thread woke from a wait, since creation: what an idle
+  // fabric costs, counted (tests).
+  uint64_t progress_wakeups() const { return wakeups_.load(std::memory_order_relaxed); }
+
+  // The polling fallback's longest sleep when idle: a peer's get to an idle
+  // node waits up to this long there.
+  static constexpr std::chrono::microseconds kMaxIdleSleep{4000};
+
  private:
   friend class UcxEndpoint;
   UcxFabric() = default;
   void progress_loop();
+  // Blocks until the worker's event fd (event-driven) or wake() fires, or
+  // `timeout` passed; true if wake() did.
+  bool wait_for_work(std::chrono::microseconds timeout);
+  // Wakes the progress thread: call after posting work to the worker from
+  // another thread (it may be blocked in wait_for_work).
   void wake();
+  // Waits for a UCX request (or immediate status) while the progress thread
+  // drives the worker (woken first); frees the request. For closes.
+  ucs_status_t wait_request(ucs_status_ptr_t request, std::chrono::milliseconds timeout);
   static ucs_status_t on_message(void* arg, const void* header, size_t header_length, void* data, size_t length,
                                  const ucp_am_recv_param_t* param);
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
-  std::atomic<unsigned> idle_rounds_{0};  // progress calls in a row that found nothing
+  int worker_fd_ = -1;  // ucp_worker_get_efd's (owned by UCX); -1: polling
+  int wake_fd_ = -1;    // an eventfd: wake() writes it, the progress thread drains it
+  std::string progress_mode_;
+  std::atomic<uint64_t> wakeups_{0};
   Handler handler_;
   std::atomic<bool> stop_{false};
   std::thread progress_;
@@ -137,9 +173,5 @@ class UcxFabric final : public Fabric {
 
 // Whether UCX_TLS names a shared-memory transport (posix, sysv, cma, shm, ...).
 bool shared_memory_requested();
-
-// Waits for a UCX request (or immediate status) while the progress thread
-// drives the worker; frees the request. Used for closes and sends at shutdown.
-ucs_status_t wait_request(ucs_status_ptr_t request, std::chrono::milliseconds timeout);
 
 }  // namespace dlfs::transport
