@@ -35,7 +35,7 @@ Result<std::string> absolute_path(const std::string& path) {
   char buf[PATH_MAX];
   if (::realpath(path.c_str(), buf)) return std::string(buf);
   const int err = errno;
-  if (err != ENOTCONN) return Status::from_errno(err, quoted(path));
+  if (err != ENOTCONN && err != ECONNABORTED) return Status::from_errno(err, quoted(path));
   std::filesystem::path p = std::filesystem::absolute(path).lexically_normal();
   if (!p.has_filename()) p = p.parent_path();  // "mnt/" -> "mnt"
   if (!::realpath(p.parent_path().c_str(), buf)) return Status::from_errno(errno, quoted(path));
@@ -117,7 +117,8 @@ MountVerdict judge_mountpoint(const std::string& path, const std::optional<Mount
   const MountProbe p = probe();
   switch (p.answer) {
     case MountProbe::Answer::not_connected:
-      return {Action::unmount_dead, "a DLFS mount whose daemon died (Transport endpoint is not connected)"};
+      return {Action::unmount_dead,
+              std::string("a DLFS mount whose daemon died (") + std::strerror(p.err ? p.err : ENOTCONN) + ")"};
     case MountProbe::Answer::answers:
       return {Action::refuse, what + "a running dlfsd serves it; stop that daemon first (dlfs-ctl unmount) or pick "
                                      "another mountpoint"};
@@ -167,7 +168,9 @@ MountProbe probe_mount(const std::string& path, std::chrono::milliseconds timeou
   if (done < 0 || !WIFEXITED(status)) return {MountProbe::Answer::error, EIO};
   const int err = WEXITSTATUS(status);
   if (err == 0) return {MountProbe::Answer::answers, 0};
-  if (err == ENOTCONN) return {MountProbe::Answer::not_connected, err};
+  // ECONNABORTED: the kernel aborted the connection as its daemon died (the
+  // same dead mount, as some kernels report it): nothing can serve it again.
+  if (err == ENOTCONN || err == ECONNABORTED) return {MountProbe::Answer::not_connected, err};
   return {MountProbe::Answer::error, err};
 }
 

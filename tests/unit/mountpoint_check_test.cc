@@ -126,6 +126,10 @@ TEST(JudgeMountpoint, ADeadDlfsMountIsUnmounted) {
   EXPECT_EQ(j.verdict.action, Action::unmount_dead);
   EXPECT_EQ(j.probes, 1);
   EXPECT_NE(j.verdict.why.find("not connected"), std::string::npos) << j.verdict.why;
+  // Some kernels answer a dead daemon's mount with ECONNABORTED: dead all the same.
+  auto aborted = judge(kDlfs, Answer::not_connected, ECONNABORTED);
+  EXPECT_EQ(aborted.verdict.action, Action::unmount_dead);
+  EXPECT_NE(aborted.verdict.why.find("abort"), std::string::npos) << aborted.verdict.why;
 }
 
 TEST(JudgeMountpoint, ALiveDlfsMountIsRefused) {
