@@ -52,7 +52,9 @@ What is modelled (per node; h, d, K_eff from the run, or the prediction's):
                      less those (event runs only)
   joins              per node W(N) = c_start + c_join x (N-1) CPU seconds to form
                      (c_join: one peer joined both ways), b_join wire bytes a peer
-  forming, one host  T = t_fix + N W(N) / (cores - N u(N)), u = idle CPU share
+  forming, one host  T = t_fix + N W(N) / (cores - N u(N)), u = idle CPU share;
+                     never when d <= h: a join is given up after d, and its last
+                     step (the data endpoint) runs at the next tick, h later
   forming, N hosts   T = t_fix + W(N) + 4 RTT + (N-1) b_join / link  (all up),
                      + the stripe's load D/N / backend rate  (all resident)
   killed node        its connections break: seen at every member's next tick,
@@ -221,7 +223,7 @@ class Model:
         stripes = [p["dataset"] / p["n"] for p in fit]
         self.c_start, self.c_byte, self.c_join = 0.0, 0.0, 0.0
         try:
-            if len({round(x) for x in stripes}) > 2:
+            if max(stripes) > 1.5 * min(stripes):  # stripes of other sizes (not --files-per-node)
                 self.c_start, self.c_byte, self.c_join = lstsq([[1, x / 2**20, p["n"] - 1] for p, x in zip(fit, stripes)], y)
                 self.c_byte /= 2**20
             else:
@@ -392,11 +394,20 @@ class Model:
             self.cpu_fit = f"one message rate a N ({self.kind} runs): floor + messages across N (crowding not separated)"
             choice = None
         self.c_msg_from = choice
-        # the intercepts of the binary modelled, with that c_msg
+        # What a daemon spends at N less its messages, with that c_msg. For the event
+        # binary from the runs with the fewest messages at that N (the overlay's when
+        # there are: the least extrapolated, and the least crowded host); for the
+        # polling one from all (crowding lowered its floor).
         for kind, v in self.cpu_kind.items():
             ns = sorted({p["n"] for p in v["runs"]})
-            v["intercepts"] = {n: statistics.median(idle(p)["cpu_pct_median"] / 100 - self.c_msg * self.handled(p)
-                                                    for p in v["runs"] if p["n"] == n) for n in ns}
+            v["intercepts"] = {}
+            for n in ns:
+                at = [p for p in v["runs"] if p["n"] == n]
+                if kind == "event":
+                    least = min(self.handled(p) for p in at)
+                    at = [p for p in at if self.handled(p) <= 1.5 * least]
+                v["intercepts"][n] = statistics.median(idle(p)["cpu_pct_median"] / 100 - self.c_msg * self.handled(p)
+                                                       for p in at)
         ic = own["intercepts"]
         self.c_peer = 0.0
         if self.kind == "event" and len(ic) > 2:
@@ -452,6 +463,11 @@ class Model:
         down_after) and retried. With a run `p`: its measured listening times say
         which (a daemon's first tick is h after it listens)."""
         listen = self.t_listen or 0.0
+        dd = d if d is not None else p["d"] if p is not None else None
+        if dd is not None and dd <= h:
+            # the join's last step runs at the tick after the hello's, h later: given
+            # up first when d <= h (cluster_peer.cc's tick), so no peer ever joins
+            return float("inf")
         if p is None:
             return listen + (2 * h if h >= listen else RECONNECT_S + 2 * h)
         f = p["run"]["form"]
@@ -543,6 +559,8 @@ class Model:
         # after RECONNECT_S) or, while it listened but did not answer yet, given up
         # after d and retried; then finished at their next tick.
         up_last = listen + 2 * h + max(RECONNECT_S, d) + self.t0 + joins + net
+        if d <= h:  # a join is given up before its last step (ticks())
+            up = up_last = float("inf")
         load = dataset / n * 8 / backend_bps
         e_stop = self.e_stop_at(h)
         out = {}
@@ -562,7 +580,7 @@ class Model:
                           # its connections break: every peer's next tick (phases independent: the last ~h)
                           "killed_seen_s": h * (n - 1) / n,
                           "silent_seen_s": stop["median"] + e_stop, "silent_seen_worst_s": stop["worst"],
-                          "rejoin_s": (self.r0 or 0.0) + self.ticks(h) + joins + load,
+                          "rejoin_s": (self.r0 or 0.0) + self.ticks(h, d) + joins + load,
                           "backend_bytes": self.backend_ratio * dataset,
                           "join_bytes_per_node": (n - 1) * self.b_join}
         return out
@@ -605,7 +623,7 @@ def check(m, pts):
         if not fm["formed"]:
             i = r.get("idle", {})
             print(f"{label} | not formed within {fm['bound_s']:.0f} s: {fm.get('summary', '')}"[:220])
-            print(f"                    | model: up after {f(up_model, '.1f')} s; idle CPU {cpu_model:.2f}% x {n} daemons = "
+            print(f"                    | model: up {'never' if up_model == float('inf') else f'after {up_model:.1f} s'}; idle CPU {cpu_model:.2f}% x {n} daemons = "
                   f"{n * cpu_model / 100:.2f} of {m.cores} cores (measured meanwhile {f(i.get('cpu_pct_median'))}% "
                   f"median, {f(i.get('runnable_median'), '.0f')} tasks runnable); {n * (n - 1):,} ARP entries "
                   f"{'fit' if n * (n - 1) <= ARP_GC_THRESH3 else 'overflow'} the host's {ARP_GC_THRESH3:,}")
@@ -676,8 +694,8 @@ def predictions(m, a, h, d):
              ("every peer up after the last start, worst (s)", "up_after_last_start_s", ".2f", "up_s", "<="),
              ("every stripe resident (s)", "resident_s", ".2f", None, None),
              ("idle membership messages handled /s", "messages_s", ",.0f", None, None),
-             ("idle membership bytes/s sent per node", "idle_tx_bytes_s", ",.0f", None, None),
-             ("idle membership bytes/s sent + received", "idle_tot", ",.0f", "idle_bytes_s", "<"),
+             ("idle bytes/s sent per node (messages + peers)", "idle_tx_bytes_s", ",.0f", None, None),
+             ("idle bytes/s sent + received", "idle_tot", ",.0f", "idle_bytes_s", "<"),
              ("idle share of the link", "idle_link_share", ".2e", None, None),
              ("idle CPU % of a core: messages", "idle_cpu_pct_messages", ".3f", None, None),
              ("idle CPU % of a core: connected peers", "idle_cpu_pct_peers", ".3f", None, None),
