@@ -259,12 +259,12 @@ void Cluster::tick(Peer& p, ClusterClock::time_point now) {
       old = p.link;
       silent = fmt::format("no heartbeat for {:.1f} s", std::chrono::duration<double>(now - p.last_heard).count());
       mark_down(p, silent);
+    } else if (has_link && p.link->welcomed && !p.link->data_ep) {
+      finish = p.link;  // welcomed: finished at this tick, however long ticks are
     } else if (has_link && p.state != PeerState::up && now - p.link->started > options_.down_after) {
       old = std::move(p.link);  // no welcome in time: try again
       p.last_error = "no answer to the join";
       p.next_attempt = now + options_.reconnect;
-    } else if (has_link && p.link->welcomed && !p.link->data_ep) {
-      finish = p.link;
     } else if (has_link && p.state == PeerState::up) {
       if (!pinged(p)) return;  // a peer another member watches, loaded: nothing to ask it
       ping_on = p.link;

@@ -224,6 +224,12 @@ Status validate_config(const DaemonConfig& c) {
     DLFS_RETURN_IF_ERROR(check_view_access(d).with_context("dataset '" + d.name + "'"));
   }
   if (c.datasets.size() > 0xfffe) return Status(EINVAL, "too many datasets (at most 65534)");
+  // A watched peer answers once a heartbeat: a silence bound that is not
+  // longer than that marks every peer down between two pongs.
+  if (c.down_after_ms <= c.heartbeat_ms)
+    return Status(EINVAL, "[cluster] down_after_ms (" + std::to_string(c.down_after_ms) +
+                              ") must be longer than heartbeat_ms (" + std::to_string(c.heartbeat_ms) +
+                              "): a peer answers once a heartbeat (take 3 heartbeats or more)");
   return Status::ok();
 }
 

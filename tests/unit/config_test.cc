@@ -80,6 +80,12 @@ TEST(Config, ValidationCatchesInconsistencies) {
   EXPECT_NE(validate_config(c).message().find("record_size"), std::string::npos);
   c.datasets[1].format.record_size = 10;
   EXPECT_TRUE(validate_config(c).is_ok());
+  // A silence bound no longer than a heartbeat would mark every peer down between pongs.
+  c.heartbeat_ms = 2000;
+  EXPECT_NE(validate_config(c).message().find("down_after_ms (2000) must be longer than heartbeat_ms (2000)"),
+            std::string::npos) << validate_config(c).message();
+  c.down_after_ms = 6000;
+  EXPECT_TRUE(validate_config(c).is_ok());
   // Who may read the views: a typo must not leave them open or closed.
   c.datasets[1].view_group = "no-such-group-dlfs";
   EXPECT_NE(validate_config(c).message().find("dataset 'b': view_group: no group 'no-such-group-dlfs'"),
