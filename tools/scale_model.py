@@ -788,9 +788,17 @@ def main():
     host = one_host(m, sorted({p["n"] for p in pts} | {48, 64}), h, a.k)
     pred = predictions(m, a, h, d)
     if a.json:
+        def plain(x):  # strict JSON: a cluster that never forms is null there
+            if isinstance(x, float) and x in (float("inf"), float("-inf")):
+                return None
+            if isinstance(x, dict):
+                return {str(k): plain(v) for k, v in x.items()}
+            if isinstance(x, (list, tuple)):
+                return [plain(v) for v in x]
+            return x
         with open(a.json, "w") as fh:
-            json.dump({"constants": c, "check": rows, "this_host": host, "predictions": pred,
-                       "args": {k: v for k, v in vars(a).items()}}, fh, indent=1)
+            json.dump(plain({"constants": c, "check": rows, "this_host": host, "predictions": pred,
+                             "args": dict(vars(a))}), fh, indent=1, allow_nan=False)
 
 
 if __name__ == "__main__":
