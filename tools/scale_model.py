@@ -48,13 +48,15 @@ What is modelled (per node; h, d, K_eff from the run, or the prediction's):
   idle CPU           c_floor + c_msg x messages/s + c_peer x (N-1); c_msg from
                      runs that differ only in message rate at one N (overlay
                      against all-to-all, other heartbeat_ms), c_peer from how
-                     the rest grows with N, c_floor: the fewest daemons' runs
-                     less those (event runs only)
+                     the rest grows with N at the heartbeat with the most sizes
+                     measured, c_floor: the fewest daemons' runs there less
+                     those (event runs only)
   joins              per node W(N) = c_start + c_join x (N-1) CPU seconds to form
                      (c_join: one peer joined both ways), b_join wire bytes a peer
   forming, one host  T = t_fix + N W(N) / (cores - N u(N)), u = idle CPU share;
-                     never when d <= h: a join is given up after d, and its last
-                     step (the data endpoint) runs at the next tick, h later
+                     never when d <= h (dlfsd refuses to start since 31bab8d;
+                     before, a join was given up after d ahead of its last step,
+                     which runs at the next tick, h later)
   forming, N hosts   T = t_fix + W(N) + 4 RTT + (N-1) b_join / link  (all up),
                      + the stripe's load D/N / backend rate  (all resident)
   killed node        its connections break: seen at every member's next tick,
@@ -372,7 +374,7 @@ class Model:
         N by c_peer (connections kept, or this host's crowding: an upper bound) from
         c_floor; the polling binary keeps its intercepts (its polling thread got less
         of the cores the more daemons crowded them)."""
-        self.cpu_kind = {}
+        self.cpu_kind, self.floor_h = {}, None
         for kind in ("event", "polling"):
             runs = [p for p in ok if p["kind"] == kind]
             if runs:
@@ -395,14 +397,21 @@ class Model:
             choice = None
         self.c_msg_from = choice
         # What a daemon spends at N less its messages, with that c_msg. For the event
-        # binary from the runs with the fewest messages at that N (the overlay's when
-        # there are: the least extrapolated, and the least crowded host); for the
-        # polling one from all (crowding lowered its floor).
+        # binary from the heartbeat with the most sizes measured (its heartbeat
+        # thread's ticks cost too: other heartbeats have other floors), and there
+        # from the runs with the fewest messages at that N (the overlay's when there
+        # are: the least extrapolated, and the least crowded host); for the polling
+        # binary from all (crowding lowered its floor).
         for kind, v in self.cpu_kind.items():
-            ns = sorted({p["n"] for p in v["runs"]})
+            runs = v["runs"]
+            if kind == "event":
+                hs = {p["h"] for p in runs}
+                self.floor_h = max(sorted(hs), key=lambda h: len({p["n"] for p in runs if p["h"] == h}))
+                runs = [p for p in runs if p["h"] == self.floor_h]
+            ns = sorted({p["n"] for p in runs})
             v["intercepts"] = {}
             for n in ns:
-                at = [p for p in v["runs"] if p["n"] == n]
+                at = [p for p in runs if p["n"] == n]
                 if kind == "event":
                     least = min(self.handled(p) for p in at)
                     at = [p for p in at if self.handled(p) <= 1.5 * least]
@@ -417,7 +426,9 @@ class Model:
             except ValueError:
                 pass
         fewest = min(ic)
-        runs = [p for p in own["runs"] if p["n"] == fewest]
+        runs = [p for p in own["runs"] if p["n"] == fewest and (self.kind != "event" or p["h"] == self.floor_h)]
+        if self.kind != "event":
+            self.floor_h = None
         self.floor_run = {"n": fewest, "runs": len(runs), "cpu_pct": [idle(p)["cpu_pct_median"] for p in runs],
                           "runnable": [idle(p).get("runnable_median") for p in runs]}
         self.c_floor = statistics.median(idle(p)["cpu_pct_median"] / 100 - self.c_msg * self.handled(p)
@@ -465,8 +476,8 @@ class Model:
         listen = self.t_listen or 0.0
         dd = d if d is not None else p["d"] if p is not None else None
         if dd is not None and dd <= h:
-            # the join's last step runs at the tick after the hello's, h later: given
-            # up first when d <= h (cluster_peer.cc's tick), so no peer ever joins
+            # dlfsd refuses it since 31bab8d; before, a join was given up after d
+            # ahead of its last step, which runs at the next tick: no peer joined
             return float("inf")
         if p is None:
             return listen + (2 * h if h >= listen else RECONNECT_S + 2 * h)
@@ -536,7 +547,7 @@ class Model:
                 "cpu_intercepts_by_kind_n": {k: {str(n): x for n, x in v["intercepts"].items()}
                                              for k, v in self.cpu_kind.items()},
                 "c_msg_by_kind_s": {k: (v["fit"][0] if v["fit"] else None) for k, v in self.cpu_kind.items()},
-                "c_floor": self.c_floor, "floor_run": self.floor_run,
+                "c_floor": self.c_floor, "floor_run": self.floor_run, "floor_heartbeat_s": self.floor_h,
                 "c_start_s": self.c_start, "c_byte_s": self.c_byte, "c_join_s": self.c_join_cpu,
                 "c_join_time_s": self.c_join_time,
                 "c_join_resolved": self.c_join_resolved, "c_join_bound_s": self.c_join_bound, "b_join": self.b_join,
@@ -559,7 +570,7 @@ class Model:
         # after RECONNECT_S) or, while it listened but did not answer yet, given up
         # after d and retried; then finished at their next tick.
         up_last = listen + 2 * h + max(RECONNECT_S, d) + self.t0 + joins + net
-        if d <= h:  # a join is given up before its last step (ticks())
+        if d <= h:  # dlfsd refuses such a config (ticks())
             up = up_last = float("inf")
         load = dataset / n * 8 / backend_bps
         e_stop = self.e_stop_at(h)
@@ -768,7 +779,7 @@ def main():
     print(f"  idle CPU a connected peer: {100 * c['c_peer']:.4f}% of a core (slope of the per-N intercepts; "
           "this host's crowding included)" if m.kind == "event" else "  idle CPU a connected peer: not separated (polling)")
     print(f"  a daemon with no message: {100 * c['c_floor']:.3f}% of a core (median of the {fr['runs']} "
-          f"{m.kind} runs of N = {fr['n']}: " + ", ".join(f"{x:.3f}%" for x in fr["cpu_pct"]) + " measured, "
+          f"{m.kind} runs of N = {fr['n']}" + (f", h = {1000 * m.floor_h:.0f} ms" if m.floor_h else "") + ": " + ", ".join(f"{x:.3f}%" for x in fr["cpu_pct"]) + " measured, "
           + ", ".join(f(x, ".0f") for x in fr["runnable"]) + " tasks runnable, less their messages)")
     for kd, ic in c["cpu_intercepts_by_kind_n"].items():
         print(f"  idle CPU less messages at N, {kd} runs: " + ", ".join(f"{n}: {100 * v:.3f}%" for n, v in ic.items()))
