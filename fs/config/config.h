@@ -122,9 +122,9 @@ constexpr std::array<std::string_view, 2> enum_names(AutoOff) { return {"auto", 
   KEY(down_after_ms, uint64_t, 2000, "", "A watched peer that has not answered for this long is down (milliseconds)", \
       .range(1))                                                                                                      \
   KEY(watch_peers, uint64_t, 3, "",                                                                                   \
-      "Peers each node pings: the next ranks on a ring; the others are pinged only while they load, and are "         \
-      "reported down by their watchers or when their connection breaks",                                             \
-      .range(0, 65535).note("0: every peer"))                                                                         \
+      "Peers each node pings: the next ranks on a ring (0: every peer); the others are pinged only while they "       \
+      "load, and are reported down by their watchers or when their connection breaks",                               \
+      .range(0, 65535))                                                                                               \
   KEY(get_timeout_ms, uint64_t, 2000, "", "A remote read slower than this is redone from the backend (milliseconds)", \
       .range(1))                                                                                                      \
   KEY(gets, transport::GetMode, transport::GetMode::automatic, "",                                                    \
