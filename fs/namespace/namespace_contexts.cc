@@ -7,23 +7,13 @@
 //                                              read <consumed>, over W' ranks
 //
 // Layout and rules in docs/views.md; the remainder is fs/views/resume_order.h.
-#include <charconv>
-
+#include "common/decimal.h"
 #include "fs/namespace/namespace.h"
 
 namespace dlfs::fs {
 namespace {
 
 Status not_found() { return Status(ENOENT, "no such entry"); }
-
-// Decimal without sign, leading zeros or trailing text.
-std::optional<uint64_t> parse_number(std::string_view s) {
-  if (s.empty() || (s.size() > 1 && s[0] == '0')) return std::nullopt;
-  uint64_t v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
-  return v;
-}
 
 constexpr uint64_t kMaxWorld = 65535;
 
@@ -99,7 +89,7 @@ void Namespace::refuse_resume(const Dataset& ds, const DirKey& resume, std::stri
 
 Result<Attr> Namespace::context_lookup(const Dataset& ds, const NodeId& p, std::string_view name) const {
   if (p.kind == NodeKind::seeds_dir) {
-    auto s = parse_number(name);  // any 64-bit seed
+    auto s = parse_canonical_decimal(name);  // any 64-bit seed
     if (!s) return not_found();
     return context_child(ds, p.dataset, seed_key(DirLevel::seed, *s));
   }
@@ -112,13 +102,13 @@ Result<Attr> Namespace::context_lookup(const Dataset& ds, const NodeId& p, std::
       if (name != "epochs") return not_found();
       return context_child(ds, p.dataset, seed_key(DirLevel::seed_epochs, k.seed));
     case DirLevel::seed_epochs: {
-      auto e = parse_number(name);
+      auto e = parse_canonical_decimal(name);
       if (!e || *e > kMaxEpoch) return not_found();
       return context_child(ds, p.dataset, seed_key(DirLevel::epoch, k.seed, static_cast<uint32_t>(*e)));
     }
     case DirLevel::epoch:
     case DirLevel::consumed: {
-      auto w = parse_number(name);
+      auto w = parse_canonical_decimal(name);
       if (!w || *w < 1 || *w > kMaxWorld) return not_found();
       return context_world(ds, p.dataset, id, *w);
     }

@@ -4,8 +4,7 @@
 // belongs to its ViewFormat (fs/views/view_formats.cc); this file only names them.
 #include <sys/stat.h>
 
-#include <charconv>
-
+#include "common/decimal.h"
 #include "fs/namespace/namespace.h"
 #include "fs/views/view_format.h"
 
@@ -13,15 +12,6 @@ namespace dlfs::fs {
 namespace {
 
 Status not_found() { return Status(ENOENT, "no such entry"); }
-
-// Decimal without sign, leading zeros or trailing text; nullopt otherwise.
-std::optional<uint64_t> parse_number(std::string_view s) {
-  if (s.empty() || (s.size() > 1 && s[0] == '0')) return std::nullopt;
-  uint64_t v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
-  return v;
-}
 
 constexpr uint64_t world_index(uint64_t epoch, uint64_t w) { return epoch << 16 | w; }
 constexpr uint64_t entry_index(uint64_t view, uint64_t k) { return view << 24 | k; }
@@ -97,12 +87,12 @@ Result<Attr> Namespace::view_lookup(const NodeId& p, std::string_view name) cons
   if (!format_known(p)) return not_found();
   switch (p.kind) {
     case NodeKind::epochs_dir: {
-      auto e = parse_number(name);
+      auto e = parse_canonical_decimal(name);
       if (!e || *e > kMaxEpoch) return not_found();
       return view_attr({NodeKind::epoch_dir, p.dataset, *e});
     }
     case NodeKind::epoch_dir: {
-      auto w = parse_number(name);
+      auto w = parse_canonical_decimal(name);
       if (!w || *w < 1 || *w > 65535) return not_found();
       return view_attr({NodeKind::world_dir, p.dataset, world_index(p.index, *w)});
     }
@@ -180,7 +170,7 @@ Result<Attr> Namespace::world_lookup(const Dataset& ds, const NodeId& p, std::st
   DLFS_ASSIGN_OR_RETURN(const World world, world_of(ds, p));
   if (name == "resume" && world.resume) return context_child(ds, p.dataset, *world.resume);
   auto dot = name.find('.');
-  auto r = parse_number(name.substr(0, dot));
+  auto r = parse_canonical_decimal(name.substr(0, dot));
   if (!r || *r >= world.w) return not_found();
   auto format = view_format_index(dot == std::string_view::npos ? "" : name.substr(dot));
   if (!format || !view_formats()[*format]->applies_to(ds)) return not_found();

@@ -1,18 +1,8 @@
 #include "fs/views/resume_order.h"
 
-#include <charconv>
+#include "common/decimal.h"
 
 namespace dlfs::fs {
-namespace {
-
-// Decimal without sign, leading zeros or trailing text.
-bool parse_decimal(std::string_view s, uint64_t& v) {
-  if (s.empty() || (s.size() > 1 && s[0] == '0')) return false;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  return ec == std::errc() && p == s.data() + s.size();
-}
-
-}  // namespace
 
 uint64_t per_rank(uint64_t samples, uint64_t world, plan::Remainder rem) {
   if (world == 0) return 0;
@@ -23,9 +13,9 @@ Result<std::vector<uint64_t>> parse_consumed(std::string_view text, uint32_t wor
   if (text.empty()) return Status(EINVAL, "no consumed counts");
   std::vector<uint64_t> counts;
   if (text.find_first_of(",*") == std::string_view::npos) {
-    uint64_t c = 0;
-    if (!parse_decimal(text, c)) return Status(EINVAL, "'" + std::string(text) + "' is not a count");
-    counts.assign(world, c);
+    const auto c = parse_canonical_decimal(text);
+    if (!c) return Status(EINVAL, "'" + std::string(text) + "' is not a count");
+    counts.assign(world, *c);
     return counts;
   }
   size_t at = 0;
@@ -33,13 +23,12 @@ Result<std::vector<uint64_t>> parse_consumed(std::string_view text, uint32_t wor
     const size_t comma = std::min(text.find(',', at), text.size());
     const std::string_view item = text.substr(at, comma - at);
     const size_t star = item.find('*');
-    uint64_t c = 0, k = 1;
-    if (!parse_decimal(item.substr(0, star), c) ||
-        (star != std::string_view::npos && (!parse_decimal(item.substr(star + 1), k) || k == 0)))
-      return Status(EINVAL, "'" + std::string(item) + "' is not a count (or 'count*ranks')");
-    if (k > world || counts.size() + k > world)
+    const auto c = parse_canonical_decimal(item.substr(0, star));
+    const auto k = star == std::string_view::npos ? std::optional<uint64_t>(1) : parse_canonical_decimal(item.substr(star + 1));
+    if (!c || !k || *k == 0) return Status(EINVAL, "'" + std::string(item) + "' is not a count (or 'count*ranks')");
+    if (*k > world || counts.size() + *k > world)
       return Status(EINVAL, "more than " + std::to_string(world) + " counts for world size " + std::to_string(world));
-    counts.insert(counts.end(), k, c);
+    counts.insert(counts.end(), *k, *c);
     at = comma + 1;
   }
   if (counts.size() != world)
