@@ -10,6 +10,9 @@ if [ ! -f build/build.ninja ]; then
   meson setup build --buildtype=debugoptimized
 fi
 meson compile -C build
+# What an interrupted earlier run left (mounts, daemons, work directories) would
+# fail 99_no_leaks: clear it first, saying what.
+tests/integration/clear_stale_runs.sh
 # Integration scenarios mount for real; run them one at a time (is_parallel: false).
 # Suite "long" (a 1.28e6-record LMDB replay check, minutes) is left out; run
 # it with: meson test -C build --suite long

@@ -23,6 +23,7 @@ require_fuse() {
 }
 
 WORK=$(mktemp -d "/tmp/dlfs-it-${TEST_NAME}-XXXXXX")
+echo $$ >"$WORK/.scenario-pid"  # clear_stale_runs.sh: whether this run is alive
 DAEMON_PIDS=()
 MOUNTS=()
 
@@ -43,7 +44,7 @@ cleanup() {
     if grep -q " $m fuse" /proc/mounts; then fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; fi
   done
   for hook in "${CLEANUP_HOOKS[@]:-}"; do [ -n "$hook" ] && eval "$hook" || true; done
-  if [ -n "${DLFS_KEEP_WORK:-}" ]; then echo "[$TEST_NAME] kept $WORK (DLFS_KEEP_WORK)"; else rm -rf "$WORK"; fi
+  if [ -n "${DLFS_KEEP_WORK:-}" ]; then touch "$WORK/.kept"; echo "[$TEST_NAME] kept $WORK (DLFS_KEEP_WORK)"; else rm -rf "$WORK"; fi
   exit $rc
 }
 CLEANUP_HOOKS=()  # commands run by cleanup after the daemons stopped (e.g. deleting namespaces)
