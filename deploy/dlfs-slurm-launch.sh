@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # dlfs-slurm-launch.sh: run a command under Slurm with one dlfsd per node of the
 # allocation (docs/deploy.md). Run it inside sbatch/salloc; see --help.
+# Its man page is made from --help (help2man, docs/man/meson.build).
 #
 # No `set -e`: whatever fails, the EXIT trap must still unmount every node and
 # stop the daemons, and the script must exit with the user command's status.
@@ -12,7 +13,7 @@ die() { log "$*"; exit 2; }
 
 usage() {
   cat <<'EOF'
-Usage: dlfs-slurm-launch.sh --config JOB.toml --mountpoint DIR [options] -- COMMAND [ARGS...]
+Usage: dlfs-slurm-launch --config JOB.toml --mountpoint DIR [options] -- COMMAND [ARGS...]
 
 Run inside a Slurm allocation (sbatch or salloc). Starts one dlfsd per node of
 the job, all serving the datasets of JOB.toml at DIR, waits until every node has
@@ -41,21 +42,25 @@ Options:
                        (default: $SLURM_SUBMIT_DIR/dlfsd-$SLURM_JOB_ID.log)
   -h, --help           this text
 
-Environment: DLFSD and DLFS_CTL name the binaries (default: dlfsd and dlfs-ctl
-from PATH, resolved here; the same path must work on every node). UCX_TLS,
+Environment:
+DLFSD and DLFS_CTL name the binaries (default: dlfsd and dlfs-ctl from PATH,
+resolved here; the same path must work on every node). UCX_TLS,
 UCX_NET_DEVICES and other UCX_* variables reach the daemons: their steps get
 this script's environment (--export=ALL, also under sbatch --export=NONE).
 COMMAND's step follows the job's own --export setting.
 
-Each daemon's control socket is /tmp/dlfs-$UID/job$SLURM_JOB_ID.sock on its node.
-From another shell, as the job's user (root may not start steps in others' jobs):
-  srun --jobid=JOB --overlap --nodes=1 --ntasks=1 -w NODE dlfs-ctl --socket /tmp/dlfs-$(id -u)/jobJOB.sock status
+Examples:
+An sbatch script with #SBATCH --nodes=4 --ntasks-per-node=8 --mem=0 that runs
+train.sh on every task, reading the mount at $M (UCX_TLS: rc,tcp on InfiniBand,
+keeping tcp for the join; tcp on Ethernet)
+  $ export UCX_TLS=rc,tcp
+  $ C=$HOME/jobs/imagenet.toml M=/tmp/dlfs-$USER
+  $ dlfs-slurm-launch --config $C --mountpoint $M -- train.sh
 
-Example (sbatch script):
-  #SBATCH --nodes=4 --ntasks-per-node=8 --mem=0
-  export UCX_TLS=rc,tcp                 # InfiniBand (keep tcp: the join uses it); Ethernet: tcp
-  dlfs-slurm-launch.sh --config $HOME/jobs/imagenet.toml --mountpoint /tmp/dlfs-$USER \
-      -- python train.py --data /tmp/dlfs-$USER/imagenet/epochs
+Each daemon's control socket is /tmp/dlfs-$UID/job$SLURM_JOB_ID.sock on its
+node. From another shell, as the job's user (root may not start steps in
+others' jobs), with J the job, N the node and S that path
+  $ srun --jobid J --overlap -w N -n1 dlfs-ctl --socket S status
 EOF
 }
 

@@ -8,6 +8,9 @@ set -euo pipefail
 packages=(
   # build
   meson ninja-build pkg-config g++
+  # the man pages (docs/man/): help2man makes dlfs-slurm-launch(1); man-db and groff-base render
+  # them in the man_pages test
+  help2man man-db groff-base
   # libraries (found through pkg-config)
   libfuse3-dev liburing-dev libucx-dev liblmdb-dev libspdlog-dev libfmt-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libxxhash-dev libzstd-dev libsodium-dev

@@ -337,17 +337,16 @@ Status in_context(const Status& s, const std::string& context) {
   return s.with_context(context);
 }
 
-namespace {
-
-std::string type_text(const ConfigKey& k) {
+std::string type_text(const ConfigKey& k, std::string_view quote) {
+  const auto literal = [quote](const std::string& text) { return std::string(quote) + text + std::string(quote); };
   switch (k.kind) {
     case Kind::text: return "string";
     case Kind::choice: {
       std::string out = "one of";
-      for (size_t i = 0; i < k.choices.size(); ++i) out += (i ? ", `" : " `") + k.choices[i] + "`";
+      for (size_t i = 0; i < k.choices.size(); ++i) out += (i ? ", " : " ") + literal(k.choices[i]);
       return out;
     }
-    case Kind::share_or_size: return "size or share (`50%`)";
+    case Kind::share_or_size: return "size or share (" + literal("50%") + ")";
     case Kind::boolean: return "bool";
     case Kind::integer:
       if (k.max == std::numeric_limits<int64_t>::max()) return fmt::format("integer >= {}", k.min);
@@ -362,6 +361,8 @@ std::string type_text(const ConfigKey& k) {
   }
   return "?";
 }
+
+namespace {
 
 // Text for a Markdown table cell: '|' and '<' would end the cell or start HTML.
 std::string cell(const std::string& text) {
@@ -400,8 +401,8 @@ std::string config_keys_markdown() {
       "|---|---|---|---|---|---|\n";
   for (const auto& k : config_keys()) {
     std::string section = k.section == Section::dataset ? "[[dataset]]" : std::string("[") + section_name(k.section) + "]";
-    out += "| `" + section + "` | `" + k.key + "` | " + flag_cell(k) + " | " + type_text(k) + " | " + default_cell(k) +
-           " | " + cell(meaning(k)) + " |\n";
+    out += "| `" + section + "` | `" + k.key + "` | " + flag_cell(k) + " | " + type_text(k, "`") + " | " +
+           default_cell(k) + " | " + cell(meaning(k)) + " |\n";
   }
   return out;
 }

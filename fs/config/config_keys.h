@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -94,6 +95,10 @@ std::string value_text(const ConfigKey& key, const Value& value);
 std::string long_flag(const ConfigKey& key);
 // The help, and which formats read the key if not all: "... (format lmdb only)".
 std::string meaning(const ConfigKey& key);
+
+// The type as the docs say it ("integer 1..4096", "one of auto, on, off"),
+// each literal between `quote`s (Markdown: a backquote).
+std::string type_text(const ConfigKey& key, std::string_view quote = "");
 
 // A flag's text as the key's value ("8MiB", "1,2,3" for lists); errors start
 // with "must be" or name the text.

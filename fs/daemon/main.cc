@@ -12,7 +12,9 @@
 #include "common/log.h"
 #include "fs/config/config_keys.h"
 #include "fs/config/config_file.h"
+#include "fs/config/config_man.h"
 #include "fs/daemon/daemon.h"
+#include "fs/daemon/dlfsd_man.h"
 
 namespace {
 
@@ -69,7 +71,18 @@ int main(int argc, char** argv) {
   app.add_flag("--version", version, "Print the version and exit");
   dlfs::fs::ConfigFlags flags;
   dlfs::fs::add_config_flags(app, flags);
+  // Hidden (no group): the build runs it to make dlfsd(8) and dlfs.toml(5)
+  // from this app and the key table (docs/man/meson.build).
+  std::string man_section;
+  app.add_option("--man-page", man_section, "Print the manual page of section 8 (dlfsd) or 5 (dlfs.toml) and exit")
+      ->check(CLI::IsMember({"5", "8"}))
+      ->group("");
   CLI11_PARSE(app, argc, argv);
+  if (!man_section.empty()) {
+    std::fputs((man_section == "8" ? dlfs::fs::dlfsd_man_page(app, DLFS_VERSION)
+                                   : dlfs::fs::config_man_page(DLFS_VERSION)).c_str(), stdout);
+    return 0;
+  }
   if (version) {
     std::printf("dlfsd %s\n", DLFS_VERSION);
     return 0;

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/control_protocol.h"
+#include "tools/ctl/ctl_man.h"
 #include "tools/ctl/lmdb_cli.h"
 #include "tools/ctl/render.h"
 #include "tools/ctl/tfrecord_cli.h"
@@ -214,6 +215,13 @@ int main(int argc, char** argv) {
   int tfrecord_exit = kOk, tar_exit = kOk;
   dlfs::ctl::add_tfrecord_commands(app, tfrecord_exit);
   dlfs::ctl::add_tar_commands(app, tar_exit);
+  // Hidden (no group): the build runs it to make dlfs-ctl(8) from this app
+  // (docs/man/meson.build). On parse, so that no command is required.
+  const auto print_man_page = [&app] {
+    std::fputs(dlfs::ctl::ctl_man_page(app, DLFS_VERSION).c_str(), stdout);
+    throw CLI::Success();
+  };
+  app.add_flag_callback("--man-page", print_man_page, "Print the manual page and exit")->trigger_on_parse()->group("");
   // CLI11_PARSE would exit 105..109 on bad arguments; the documented usage code is 2.
   try { app.parse(argc, argv); } catch (const CLI::ParseError& e) { return app.exit(e) == 0 ? kOk : kUsage; }
   if (app.got_subcommand("lmdb")) return lmdb_exit;
