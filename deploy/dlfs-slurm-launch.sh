@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # dlfs-slurm-launch.sh: run a command under Slurm with one dlfsd per node of the
 # allocation (docs/deploy.md). Run it inside sbatch/salloc; see --help.
-# Its man page is made from --help (help2man, docs/man/meson.build).
+# Installed as dlfs-slurm-launch (deploy/meson.build); its man page is made
+# from --help (help2man, docs/man/meson.build).
 #
 # No `set -e`: whatever fails, the EXIT trap must still unmount every node and
 # stop the daemons, and the script must exit with the user command's status.
@@ -44,10 +45,11 @@ Options:
 
 Environment:
 DLFSD and DLFS_CTL name the binaries (default: dlfsd and dlfs-ctl from PATH,
-resolved here; the same path must work on every node). UCX_TLS,
-UCX_NET_DEVICES and other UCX_* variables reach the daemons: their steps get
-this script's environment (--export=ALL, also under sbatch --export=NONE).
-COMMAND's step follows the job's own --export setting.
+else from /usr/local/sbin or /usr/sbin, where dlfsd is installed; resolved
+here: the same path must work on every node). UCX_TLS, UCX_NET_DEVICES and
+other UCX_* variables reach the daemons: their steps get this script's
+environment (--export=ALL, also under sbatch --export=NONE). COMMAND's step
+follows the job's own --export setting.
 
 Examples:
 An sbatch script with #SBATCH --nodes=4 --ntasks-per-node=8 --mem=0 that runs
@@ -112,7 +114,9 @@ abs() { case $1 in /*) printf '%s\n' "$1" ;; *) printf '%s/%s\n' "$PWD" "$1" ;; 
 CONFIG=$(abs "$CONFIG")
 MNT=$(abs "$MNT")
 [ -r "$CONFIG" ] || die "config '$CONFIG' is not readable"
-DLFSD=$(command -v "${DLFSD:-dlfsd}") || die "dlfsd not found (put it on PATH or set DLFSD)"
+# dlfsd is installed in sbin (a daemon), which is not on users' PATH on every system.
+DLFSD=$(PATH=$PATH:/usr/local/sbin:/usr/sbin; command -v "${DLFSD:-dlfsd}") ||
+  die "dlfsd not found (put it on PATH or set DLFSD)"
 DLFS_CTL=$(command -v "${DLFS_CTL:-dlfs-ctl}") || die "dlfs-ctl not found (put it on PATH or set DLFS_CTL)"
 DLFSD=$(abs "$DLFSD")
 DLFS_CTL=$(abs "$DLFS_CTL")

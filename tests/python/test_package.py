@@ -2,6 +2,7 @@
 (meson.build's, passed as DLFS_PROJECT_VERSION) and which carries every module of the client and
 declares its optional torch dependency; the installed copy imports and reports that version."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -63,6 +64,16 @@ class PackageTest(unittest.TestCase):
         path, version = out.stdout.split()
         self.assertTrue(path.startswith(target), path)
         self.assertEqual(version, os.environ["DLFS_PROJECT_VERSION"])
+
+
+class MesonInstallTest(unittest.TestCase):
+    def test_meson_installs_every_module(self):
+        """python/meson.build names the modules `meson install` installs (and the Debian package
+        python3-dlfs ships): every module of the client, and nothing else."""
+        with open(os.path.join(SRC, "meson.build")) as f:
+            listed = set(re.findall(r"'dlfs/([A-Za-z0-9_]+\.py)'", f.read()))
+        modules = {f for f in os.listdir(os.path.join(SRC, "dlfs")) if f.endswith(".py")}
+        self.assertEqual(listed, modules, "python/meson.build's install_sources list is not python/dlfs/*.py")
 
 
 if __name__ == "__main__":
