@@ -11,6 +11,9 @@ packages=(
   # the man pages (docs/man/): help2man makes dlfs-slurm-launch(1); man-db and groff-base render
   # them in the man_pages test
   help2man man-db groff-base
+  # the Debian packages (debian/) and their scenario 55_debian_package: dpkg-buildpackage, debhelper
+  # with dh-python, lintian
+  dpkg-dev build-essential debhelper dh-python lintian
   # libraries (found through pkg-config)
   libfuse3-dev liburing-dev libucx-dev liblmdb-dev libspdlog-dev libfmt-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libxxhash-dev libzstd-dev libsodium-dev
