@@ -149,7 +149,7 @@ void do_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     // A name the kernel does not know yet is looked up by an open(path)
     // on its way to OPEN: while such a file would be passed through, start
     // its backend read now, so that the LOOKUP and OPEN round trips overlap
-    // the device's work. Measured: docs/benchmarks.md, session 24.
+    // the device's work. Measured: docs/benchmark-notes.md, session 24.
     try {  // answered already: nothing may reach guarded()'s error reply
       c.passthrough.prefetch_at_lookup(a->ino);
     } catch (...) {
@@ -335,7 +335,7 @@ void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
 // every ioctl on a FUSE file (there is no "no ioctl" capability to cache, as
 // there is for OPEN): Python before 3.14 calls isatty() (TCGETS) in every
 // open() with default buffering, so each open of a raw file costs this one
-// round trip (docs/benchmarks.md, "Python's open()"). The round trip is
+// round trip (docs/benchmark-notes.md, "Python's open()"). The round trip is
 // used: the file's read follows, and its bytes are pushed first.
 void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void*, fuse_file_info*, unsigned, const void*, size_t,
               size_t) {
