@@ -3,18 +3,37 @@
 # Python environment (.venv at the top of the tree, or $DLFS_VENV) from tools/requirements.txt:
 # the clients and loaders users run (webdataset, TensorFlow, DALI, Mosaic Streaming, Hugging Face
 # datasets), pinned, from PyPI. Idempotent; run as root on Debian 12.
+# Usage: tools/install-deps.sh [--quickstart]
+#   --quickstart  only what tools/quickstart.sh runs: the build, dlfsd's libraries, FUSE and
+#                 Debian's python3 (no test tools, no benchmarks, no Python environment)
 set -euo pipefail
 
-packages=(
-  # build
-  meson ninja-build pkg-config g++
+mode=all
+case "${1:-}" in
+  "") ;;
+  --quickstart) mode=quickstart ;;
+  -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+  *) echo "install-deps.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+esac
+
+# What building dlfsd and dlfs-ctl and running the quick start need.
+quickstart_packages=(
+  # build (GoogleTest too: Meson's set-up looks for it unless -Dtests=disabled, and the
+  # quick start shares build/ with tools/run-tests.sh)
+  meson ninja-build pkg-config g++ libgtest-dev libgmock-dev
   # libraries (found through pkg-config)
   libfuse3-dev liburing-dev libucx-dev liblmdb-dev libspdlog-dev libfmt-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libxxhash-dev libzstd-dev libsodium-dev
   libisal-dev  # CRC32C for TFRecord
   libibverbs-dev rdma-core
+  # running it: the mount, the sample generator and the reads (Debian's python3)
+  fuse3 python3 procps
+)
+
+packages=(
+  "${quickstart_packages[@]}"
   # tests
-  libgtest-dev libgmock-dev fuse3 python3 util-linux procps iproute2 lmdb-utils python3-lmdb ucx-utils tar attr
+  util-linux iproute2 lmdb-utils python3-lmdb ucx-utils tar attr
   python3-crcmod  # an independent CRC32C for the TFRecord scenario
   # the real client: PyTorch reading Fashion-MNIST through the epoch views
   python3-torch python3-numpy dataset-fashion-mnist
@@ -42,6 +61,7 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 
+[ "$mode" = quickstart ] && packages=("${quickstart_packages[@]}")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -64,5 +84,7 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-"$(dirname "$0")/install-venv.sh"
+if [ "$mode" = all ]; then
+  "$(dirname "$0")/install-venv.sh"
+fi
 echo "install-deps.sh: done"

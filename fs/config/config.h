@@ -59,7 +59,7 @@ constexpr std::array<std::string_view, 2> enum_names(AutoOff) { return {"auto", 
       "(FUSE passthrough: Linux 6.9+, dlfsd as root; else ignored): auto (datasets on local file systems; not "     \
       "on NFS, Lustre, GPFS and other network file systems, where the kernel's extra open of each file is a "       \
       "server round trip), on, off. Such an open file is checked against the scan when opened, not at each "        \
-      "read (docs/architecture.md, passthrough)")                                                                   \
+      "read (docs/internals.md, passthrough)")                                                                   \
   KEY(fuse_uring, Toggle, Toggle::automatic, "--fuse-uring",                                                        \
       "FUSE requests reach dlfsd through one io_uring queue per CPU, answered on the CPU that sent them, "          \
       "instead of /dev/fuse (Linux 6.14+): auto and on (as root, turn on "                                           \
