@@ -18,9 +18,8 @@ esac
 
 # What building dlfsd and dlfs-ctl and running the quick start need.
 quickstart_packages=(
-  # build (GoogleTest too: Meson's set-up looks for it unless -Dtests=disabled, and the
-  # quick start shares build/ with tools/run-tests.sh)
-  meson ninja-build pkg-config g++ libgtest-dev libgmock-dev
+  # build
+  meson ninja-build pkg-config g++
   # libraries (found through pkg-config)
   libfuse3-dev liburing-dev libucx-dev liblmdb-dev libspdlog-dev libfmt-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libxxhash-dev libzstd-dev libsodium-dev
@@ -33,7 +32,7 @@ quickstart_packages=(
 packages=(
   "${quickstart_packages[@]}"
   # tests
-  util-linux iproute2 lmdb-utils python3-lmdb ucx-utils tar attr
+  libgtest-dev libgmock-dev util-linux iproute2 lmdb-utils python3-lmdb ucx-utils tar attr
   python3-crcmod  # an independent CRC32C for the TFRecord scenario
   # the real client: PyTorch reading Fashion-MNIST through the epoch views
   python3-torch python3-numpy dataset-fashion-mnist
