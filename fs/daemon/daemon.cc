@@ -87,8 +87,7 @@ Status not_ready(const DatasetSlot& slot) {
 Daemon::Daemon(DaemonConfig config) : config_(std::move(config)), started_(std::chrono::steady_clock::now()) {}
 
 Daemon::~Daemon() {
-  metrics_live_ = nullptr;
-  metrics_.reset();  // no scrape while the rest goes away
+  if (metrics_) metrics_->stop();  // no scrape while the rest goes away (run() stopped it already)
   client_.reset();
   control_.reset();  // no control requests while the rest goes away
   stopping_ = true;
@@ -173,6 +172,9 @@ int Daemon::run() {
   spdlog::info("mounted at {} ({} dataset{}, scanning), control socket {}", config_.mountpoint, slots_.size(),
                slots_.size() == 1 ? "" : "s", config_.control_socket);
   const int rc = kernel_->serve();
+  // No scrape from here on: a scrape's snapshot reads what the stop takes down
+  // (the client socket, the datasets). Its figures stay in status.
+  if (metrics_) metrics_->stop();
   stop_datasets();
   kernel_->unmount();
   if (exit_code_ != 0) return exit_code_;  // a dataset failed after the mount: as create() failing

@@ -86,7 +86,7 @@ class Daemon final : public ControlHandler {
   std::unique_ptr<KernelSession> kernel_;  // after namespace_: answers from it until it goes
   std::unique_ptr<ControlServer> control_;
   // The Prometheus endpoint (metrics_address), unless off; goes first.
-  std::unique_ptr<MetricsServer> metrics_;
+  std::unique_ptr<MetricsServer> metrics_;  // stopped before the datasets; kept until the end for status
   std::atomic<const MetricsServer*> metrics_live_{nullptr};  // metrics_ once started, for its own scrapes
   // After namespace_ and slots_ (goes first): its sessions read the datasets.
   std::unique_ptr<ClientServer> client_;

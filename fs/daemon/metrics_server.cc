@@ -139,8 +139,11 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const ListenAddress&
   return s;
 }
 
-MetricsServer::~MetricsServer() {
+MetricsServer::~MetricsServer() { stop(); }
+
+void MetricsServer::stop() {
   if (ctx_) mg_stop(ctx_);
+  ctx_ = nullptr;
 }
 
 nlohmann::json MetricsServer::stats() const {

@@ -18,6 +18,7 @@
 //
 // start() fails, naming metrics_address, when the address cannot be
 // resolved or bound (taken, not this host's): dlfsd then does not start.
+// CivetWeb sets SIGPIPE to be ignored, process-wide, when it starts.
 #pragma once
 
 #include <atomic>
@@ -44,7 +45,10 @@ class MetricsServer {
 
   using Render = std::function<std::string()>;
   static Result<std::unique_ptr<MetricsServer>> start(const ListenAddress& address, Render render);
-  ~MetricsServer();  // stops serving; waits for the requests in flight
+  ~MetricsServer();  // stop()
+  // Stops listening and waits for the requests in flight; stats() stay
+  // readable. From the thread that started it.
+  void stop();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
 
