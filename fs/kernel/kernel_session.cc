@@ -283,6 +283,8 @@ nlohmann::json KernelSession::drop_behind_json() const {
 nlohmann::json KernelSession::stats() const {
   const WireState& w = state_.wire;
   return {{"requests", state_.counters.to_json()},
+          // Time from a request's arrival to its reply, by kind (kinds answered at least once).
+          {"latency", state_.counters.latency_json()},
           {"kernel_skips_open", state_.kernel_skips_open},
           {"kernel_skips_opendir", state_.kernel_skips_opendir},
           {"passthrough", state_.passthrough.stats()},

@@ -50,7 +50,7 @@ const std::map<std::string, Reader> kMembers = {
     D("daemon.fuse_uring", fuse_uring),          D("daemon.raw_overlay", raw_overlay),
     D("daemon.serve_despite_failed_datasets", serve_despite_failed_datasets),
     D("daemon.view_drop_behind", view_drop_behind),
-    D("daemon.raw_push_size", raw_push_size),
+    D("daemon.raw_push_size", raw_push_size),     D("daemon.metrics_address", metrics_address),
     D("cache.extent_size", extent_size),         D("cache.loader_threads", loader_threads),
     D("cache.load_staging", load_staging),
     D("cache.read_size", read_size),             D("cache.backend_requests", backend_requests),
