@@ -139,13 +139,26 @@ Result<size_t> BackendReader::pread_direct(int fd, uint64_t offset, std::span<st
 }
 
 Result<UniqueFd> BackendReader::open_checked(uint32_t file) const {
+  auto fd = open_checked_uncounted(file);
+  if (!fd) errors_.fetch_add(1, std::memory_order_relaxed);
+  return fd;
+}
+
+Status BackendReader::read_file(uint32_t file, uint64_t offset, std::span<std::byte> out, CacheUse use) const {
+  Status s = read_file_uncounted(file, offset, out, use);
+  if (!s) errors_.fetch_add(1, std::memory_order_relaxed);
+  return s;
+}
+
+Result<UniqueFd> BackendReader::open_checked_uncounted(uint32_t file) const {
   std::string path = manifest_.file_path(file);
   if (changed_.contains(file)) return changed_error(path, changed_.what(file));
   RequestGate::Ticket ticket(gate_);  // a metadata request on a parallel FS
   return open_file(file, path, false);
 }
 
-Status BackendReader::read_file(uint32_t file, uint64_t offset, std::span<std::byte> out, CacheUse use) const {
+Status BackendReader::read_file_uncounted(uint32_t file, uint64_t offset, std::span<std::byte> out,
+                                          CacheUse use) const {
   if (out.empty()) return Status::ok();
   std::string path = manifest_.file_path(file);
   if (changed_.contains(file))  // known: no syscall, and never bytes of another version

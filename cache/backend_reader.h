@@ -75,6 +75,9 @@ class BackendReader {
   uint64_t direct_reads() const { return direct_reads_.load(std::memory_order_relaxed); }
   // Whether O_DIRECT is still tried (false once the file system refused it).
   bool direct_io() const { return direct_ok_.load(std::memory_order_relaxed); }
+  // Reads (read_file, and each file a read() spans) and checked opens that
+  // failed: a file changed or gone, an I/O error, a short read.
+  uint64_t errors() const { return errors_.load(std::memory_order_relaxed); }
   // The files found changed since the scan (by reads, or by verify).
   const ChangedFiles& changed_files() const { return changed_; }
   // Marks `file` changed for a reason found outside a read (verify compared
@@ -91,6 +94,8 @@ class BackendReader {
   // Opens a regular file below the root without following any symlink and
   // checks it against the pin.
   Result<UniqueFd> open_file(uint32_t file, const std::string& path, bool direct) const;
+  Status read_file_uncounted(uint32_t file, uint64_t offset, std::span<std::byte> out, CacheUse use) const;
+  Result<UniqueFd> open_checked_uncounted(uint32_t file) const;
   // Whether a drop read of `out` at `offset` can go direct (aligned, O_DIRECT not refused).
   bool direct_fits(uint64_t offset, std::span<std::byte> out) const;
   // Bytes read into `out` (fewer at EOF), or the error naming the file.
@@ -107,6 +112,7 @@ class BackendReader {
   mutable ChangedFiles changed_;
   mutable std::atomic<bool> direct_ok_{true};
   mutable std::atomic<uint64_t> direct_reads_{0};
+  mutable std::atomic<uint64_t> errors_{0};
 };
 
 }  // namespace dlfs::cache

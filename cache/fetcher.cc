@@ -19,7 +19,7 @@ CacheUse Fetcher::backend_cache_use(uint64_t offset) const {
   // Bytes of this node's stripe that fit its memory: the loader brings them
   // into the buffer (or has; then this read is the rare failed extent), so a
   // copy in the page cache as well would only take fresh memory, which on
-  // some VMs is what reads while loading wait for (docs/benchmarks.md).
+  // some VMs is what reads while loading wait for (docs/benchmark-notes.md).
   if (local_ == nullptr || offset < local_->range_begin() || offset >= local_->range_end()) return CacheUse::keep;
   const uint64_t e = local_->extent_of(offset);
   if (e >= local_->cacheable_extents()) return CacheUse::keep;

@@ -12,7 +12,7 @@
 // the loader's order, ahead of it: readers find more of what they ask for in
 // the page cache, and the loader later copies a staged extent from the page
 // cache (CacheUse::drop_buffered, evicting it) instead of reading the device
-// again. Measured: docs/benchmarks.md, "Staging the load" (session 25).
+// again. Measured: docs/benchmark-notes.md, "Staging the load" (session 25).
 //
 // It works only while readers miss (a miss within `miss_window`); with
 // nobody reading, the loader's direct reads are faster alone. Staged pages

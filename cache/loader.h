@@ -57,7 +57,7 @@ struct LoaderOptions {
   // While loading, a reader that needs an absent extent loads it (instead of
   // reading its own bytes from the backend beside the loader). Off by
   // default: on a 2-core VM where first touch of fresh memory is slow it
-  // made reads during the load slower (docs/benchmarks.md, "Reads while
+  // made reads during the load slower (docs/benchmark-notes.md, "Reads while
   // loading"), since every miss then waits for a whole extent.
   bool readers_load = false;
   // Loader threads yield to readers that miss (background priority).

@@ -9,10 +9,6 @@
 namespace dlfs::cache {
 namespace {
 
-constexpr uint64_t kHugePage = 2ull << 20;
-
-uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
-
 // A memfd of `len` bytes mapped read-write, or an error; `flags` adds MFD_HUGETLB.
 Status map_memfd(const std::string& name, uint64_t len, unsigned flags, UniqueFd& fd, void*& p) {
   fd.reset(::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING | flags));
@@ -39,7 +35,7 @@ Result<std::unique_ptr<SharedMemory>> SharedMemory::create(const std::string& na
   if (huge_pages && bytes != 0) {
     // Shared hugetlb mappings reserve their pages at mmap: a shortage fails
     // here (not with SIGBUS later), and ordinary pages are used instead.
-    m->map_len_ = round_up(bytes, kHugePage);
+    m->map_len_ = round_up(bytes, kHugePageBytes);
     st = map_memfd(name, m->map_len_, MFD_HUGETLB, m->fd_, p);
     m->huge_ = st.is_ok();
   }

@@ -13,10 +13,6 @@
 namespace dlfs::cache {
 namespace {
 
-constexpr uint64_t kHugePage = 2ull << 20;
-
-uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
-
 }  // namespace
 
 Result<std::unique_ptr<StorageBuffer>> StorageBuffer::create(uint64_t range_begin, uint64_t range_end,
@@ -57,7 +53,7 @@ Result<std::unique_ptr<StorageBuffer>> StorageBuffer::create(uint64_t range_begi
     // No MAP_NORESERVE here: with it the kernel would accept the mapping even
     // without enough reserved huge pages and SIGBUS on first touch. Without
     // it, a shortage fails now and we fall back to normal pages.
-    b->map_len_ = round_up(b->capacity_, kHugePage);
+    b->map_len_ = round_up(b->capacity_, kHugePageBytes);
     p = ::mmap(nullptr, b->map_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
     b->huge_ = p != MAP_FAILED;
   }

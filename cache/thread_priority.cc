@@ -1,6 +1,5 @@
 #include "cache/thread_priority.h"
 
-#include <linux/ioprio.h>
 #include <pthread.h>
 #include <sched.h>
 #include <spdlog/spdlog.h>
@@ -17,8 +16,8 @@
 namespace dlfs::cache {
 namespace {
 
-long ioprio_get_self() { return ::syscall(SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0); }
-int ioprio_set_self(int value) { return static_cast<int>(::syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, value)); }
+long ioprio_get_self() { return ::syscall(SYS_ioprio_get, ioprio::kWhoProcess, 0); }
+int ioprio_set_self(int value) { return static_cast<int>(::syscall(SYS_ioprio_set, ioprio::kWhoProcess, 0, value)); }
 
 // One line per process: every loader thread would hit the same refusal.
 void warn_once(const char* what, int err) {
@@ -71,7 +70,7 @@ void ThreadPriority::set_background(bool background) {
     }
   }
   // ioprio 0 (class none) means "derived from the nice value", the default.
-  const int io = background ? IOPRIO_PRIO_VALUE(IOPRIO_CLASS_IDLE, 0) : (ioprio_ >= 0 ? ioprio_ : 0);
+  const int io = background ? ioprio::value(ioprio::kClassIdle, 0) : (ioprio_ >= 0 ? ioprio_ : 0);
   if (ioprio_set_self(io) != 0) warn_once("I/O priority", errno);
 }
 

@@ -16,6 +16,18 @@
 
 namespace dlfs::cache {
 
+// The ioprio_get/ioprio_set ABI (include/uapi/linux/ioprio.h). Not from
+// <linux/ioprio.h>: Debian 12's linux-libc-dev 6.1.192 made its
+// IOPRIO_PRIO_VALUE an inline function with a parameter named `class`, which
+// no C++ compiler accepts.
+namespace ioprio {
+inline constexpr int kWhoProcess = 1;  // IOPRIO_WHO_PROCESS
+inline constexpr int kClassShift = 13;
+inline constexpr int kClassIdle = 3;   // IOPRIO_CLASS_IDLE
+constexpr int value(int io_class, int level) { return (io_class << kClassShift) | level; }
+constexpr int class_of(long value) { return static_cast<int>(value >> kClassShift); }
+}  // namespace ioprio
+
 class ThreadPriority {
  public:
   // Remembers the calling thread's policy and I/O priority to return to.

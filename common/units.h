@@ -19,4 +19,10 @@ std::string format_size(uint64_t bytes);
 // Bytes per second as "1.23 GB/s" (decimal, as fio and ucx_perftest print).
 std::string format_rate(double bytes_per_second);
 
+// n rounded up to a multiple of `to` (> 0).
+constexpr uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
+
+// The x86-64 and arm64 transparent/explicit huge page: mappings meant for them are sized in it.
+inline constexpr uint64_t kHugePageBytes = 2ull << 20;
+
 }  // namespace dlfs

@@ -7,7 +7,7 @@
 // `format = "<name>"` in a dataset's config picks one. Adding a format: one
 // new file (format_<name>.cc: a DatasetFormat and its SampleTable), its name
 // in provenance/meson.build, and one line in dataset_formats.cc
-// (docs/architecture.md, "Adding a dataset format").
+// (docs/internals.md, "Adding a dataset format").
 //
 // Thread safety: a SampleTable is immutable once made, except that a format
 // whose reads are checked may repair() its locations (same lengths) while

@@ -31,8 +31,6 @@
 
 namespace dlfs::provenance::lmdb {
 
-inline constexpr uint64_t kPageHeaderBytes = 16;
-
 // True when a value of `length` bytes lives in overflow pages: liblmdb moves
 // a node's data out of the leaf when 8 + key + data exceeds the node limit.
 // Only the location tells it without the key size: an overflow value starts

@@ -16,13 +16,12 @@ namespace {
 // main DB's record (48), last page number (8), txnid (8). A DB record is
 // pad (4; the free DB's holds the page size), flags (2), depth (2), branch,
 // leaf and overflow page counts (8 each), entries (8), root (8).
-constexpr size_t kPageHeader = 16;
-constexpr size_t kMetaMagic = kPageHeader + 0;
-constexpr size_t kMetaVersion = kPageHeader + 4;
-constexpr size_t kFreeDb = kPageHeader + 24;
-constexpr size_t kMainDb = kPageHeader + 72;
-constexpr size_t kLastPg = kPageHeader + 120;
-constexpr size_t kTxnid = kPageHeader + 128;
+constexpr size_t kMetaMagic = kPageHeaderBytes + 0;
+constexpr size_t kMetaVersion = kPageHeaderBytes + 4;
+constexpr size_t kFreeDb = kPageHeaderBytes + 24;
+constexpr size_t kMainDb = kPageHeaderBytes + 72;
+constexpr size_t kLastPg = kPageHeaderBytes + 120;
+constexpr size_t kTxnid = kPageHeaderBytes + 128;
 constexpr size_t kMetaBytes = kTxnid + 8;  // bytes of a meta page we read
 constexpr uint16_t kPageFlagMeta = 0x08;
 

@@ -12,6 +12,9 @@
 
 namespace dlfs::provenance::lmdb {
 
+// Every liblmdb page starts with this header (MDB_page: pgno, pad, flags, lower, upper).
+inline constexpr uint64_t kPageHeaderBytes = 16;
+
 // One value's bytes in data.mdb: [offset, offset + length). For a value in
 // overflow pages, offset is 16 bytes past the start of its first page (the
 // page header); for a value inside a leaf page, it points into that page.

@@ -22,7 +22,6 @@ constexpr uint16_t kNodeSubData = 0x02;
 constexpr uint16_t kNodeDupData = 0x04;
 constexpr uint16_t kPageOverflow = 0x04;
 constexpr size_t kNodeHeader = 8;
-constexpr size_t kPageHeader = 16;
 
 Status lmdb_error(int rc, const std::string& path, const std::string& what) {
   // liblmdb returns errno values or its own negative codes; keep an errno.
@@ -148,7 +147,7 @@ class Locator {
     base_ = *b;
     // The map starts with meta page 0: check we found byte 0 of the file.
     uint32_t magic;
-    std::memcpy(&magic, base_ + kPageHeader, sizeof magic);
+    std::memcpy(&magic, base_ + kPageHeaderBytes, sizeof magic);
     if (magic != kMagic) return Status(EIO, data_path_ + ": the derived map base does not hold meta page 0");
     return Status::ok();
   }
@@ -163,9 +162,9 @@ class Locator {
     checked_overflow_ = true;
     uint64_t pg;
     uint16_t pflags;
-    std::memcpy(&pg, vp - kPageHeader, sizeof pg);
-    std::memcpy(&pflags, vp - kPageHeader + 10, sizeof pflags);
-    if (!(pflags & kPageOverflow) || (off - kPageHeader) != pg * psize_) {
+    std::memcpy(&pg, vp - kPageHeaderBytes, sizeof pg);
+    std::memcpy(&pflags, vp - kPageHeaderBytes + 10, sizeof pflags);
+    if (!(pflags & kPageOverflow) || (off - kPageHeaderBytes) != pg * psize_) {
       return Status(EIO, data_path_ + ": record " + std::to_string(index) +
                              ": overflow page header does not match its position");
     }

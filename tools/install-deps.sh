@@ -3,9 +3,21 @@
 # Python environment (.venv at the top of the tree, or $DLFS_VENV) from tools/requirements.txt:
 # the clients and loaders users run (webdataset, TensorFlow, DALI, Mosaic Streaming, Hugging Face
 # datasets), pinned, from PyPI. Idempotent; run as root on Debian 12.
+# Usage: tools/install-deps.sh [--quickstart]
+#   --quickstart  only what tools/quickstart.sh runs: the build, dlfsd's libraries, FUSE and
+#                 Debian's python3 (no test tools, no benchmarks, no Python environment)
 set -euo pipefail
 
-packages=(
+mode=all
+case "${1:-}" in
+  "") ;;
+  --quickstart) mode=quickstart ;;
+  -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+  *) echo "install-deps.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+esac
+
+# What building dlfsd and dlfs-ctl and running the quick start need.
+quickstart_packages=(
   # build
   meson ninja-build pkg-config g++
   # the man pages (docs/man/): help2man makes dlfs-slurm-launch(1); man-db and groff-base render
@@ -18,9 +30,16 @@ packages=(
   libfuse3-dev liburing-dev libucx-dev liblmdb-dev libspdlog-dev libfmt-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libxxhash-dev libzstd-dev libsodium-dev
   libisal-dev  # CRC32C for TFRecord
+  libcivetweb-dev  # the HTTP server of dlfsd's Prometheus endpoint (metrics_address, docs/metrics.md)
   libibverbs-dev rdma-core
+  # running it: the mount, the sample generator and the reads (Debian's python3)
+  fuse3 python3 procps
+)
+
+packages=(
+  "${quickstart_packages[@]}"
   # tests
-  libgtest-dev libgmock-dev fuse3 python3 util-linux procps iproute2 lmdb-utils python3-lmdb ucx-utils tar attr
+  libgtest-dev libgmock-dev util-linux iproute2 lmdb-utils python3-lmdb ucx-utils tar attr
   python3-crcmod  # an independent CRC32C for the TFRecord scenario
   # the real client: PyTorch reading Fashion-MNIST through the epoch views
   python3-torch python3-numpy dataset-fashion-mnist
@@ -41,6 +60,9 @@ packages=(
   # mode's nfs-kernel-server and nfs-common are not listed: this project's kernels cannot use them;
   # `tools/bench/nfs_backend.py check` names them where a kernel can.
   nfs-ganesha nfs-ganesha-vfs libnfs-dev
+  # the Prometheus scenario (56_prometheus): the real server scrapes dlfsd, promtool checks its output
+  # (the scenario runs its own prometheus on a free loopback port; the system's service is kept off below)
+  prometheus curl
 )
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -48,6 +70,7 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 
+[ "$mode" = quickstart ] && packages=("${quickstart_packages[@]}")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -66,9 +89,58 @@ if [[ " ${missing[*]} " == *" openssh-server "* ]] && [ ! -e /etc/ssh/sshd_confi
   echo "created by DLFS's tools/install-deps.sh: the system's sshd stays off; delete to enable it" \
     >/etc/ssh/sshd_not_to_be_run
 fi
+# Installing prometheus makes its postinst start the system's Prometheus (port 9090, all
+# addresses, scraping localhost) where it can; DLFS's scenario runs its own. While apt-get runs, a
+# temporary /usr/sbin/policy-rc.d (Debian's documented hook, asked by invoke-rc.d and
+# deb-systemd-invoke before starting any service) refuses to start prometheus (exit 101) and lets
+# every other service start as before; it is removed afterwards, and never replaces one already
+# there. A newly installed prometheus is also left disabled at boot (`update-rc.d prometheus
+# enable`, or `systemctl enable --now prometheus`, to run the system's Prometheus).
+policy=/usr/sbin/policy-rc.d
+made_policy=
+new_prometheus=
+if [[ " ${missing[*]} " == *" prometheus "* ]]; then
+  new_prometheus=1
+  if [ ! -e "$policy" ]; then
+    made_policy=1
+    trap 'rm -f "$policy"' EXIT
+    cat >"$policy" <<'POLICY'
+#!/bin/sh
+# Temporary, made by DLFS's tools/install-deps.sh while it installs packages: the system's
+# Prometheus must not start (DLFS's scenario runs its own). Removed when the install ends.
+case "$1" in
+  prometheus|prometheus-node-exporter) exit 101 ;;
+esac
+exit 0
+POLICY
+    chmod 0755 "$policy"
+  fi
+fi
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ -n "$made_policy" ]; then
+  rm -f "$policy"
+  trap - EXIT
+fi
+if [ -n "$new_prometheus" ]; then
+  if [ -d /run/systemd/system ]; then
+    systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  else
+    update-rc.d prometheus disable >/dev/null 2>&1 || true
+  fi
+  # A policy-rc.d that was already there may have let it start: stop the system's instance (it
+  # runs as user prometheus), never one a user started by hand.
+  if pgrep -u prometheus -x prometheus >/dev/null 2>&1; then
+    echo "install-deps.sh: stopping the system Prometheus its package started"
+    if [ -x /etc/init.d/prometheus ]; then /etc/init.d/prometheus stop >/dev/null 2>&1 || true; fi
+    sleep 1
+    left=$(pgrep -u prometheus -x prometheus || true)
+    if [ -n "$left" ]; then kill $left 2>/dev/null || true; fi
+  fi
+fi
 fi
 
-"$(dirname "$0")/install-venv.sh"
+if [ "$mode" = all ]; then
+  "$(dirname "$0")/install-venv.sh"
+fi
 echo "install-deps.sh: done"

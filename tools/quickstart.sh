@@ -20,9 +20,16 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-tools/install-deps.sh
-[ -f build/build.ninja ] || meson setup build --buildtype=release
-meson compile -C build
+# Only what the quick start runs: its packages (no test tools, no Python environment)
+# and the two programs it starts (tools/run-tests.sh builds the rest in the same build/).
+t_start=$(date +%s.%N)
+tools/install-deps.sh --quickstart
+t_installed=$(date +%s.%N)
+# A unity build (sources compiled in groups: about half the compiler's time) without the
+# tests; tools/run-tests.sh turns both back to normal when it finds build/ so configured.
+[ -f build/build.ninja ] || meson setup build --buildtype=release -Dunity=on -Dtests=disabled
+meson compile -C build dlfsd dlfs-ctl
+t_built=$(date +%s.%N)
 
 data=$work/sample
 mnt=$work/mnt
@@ -37,6 +44,7 @@ print(max(1, b('$size')//b('$file_size')))")
   touch "$work/.sample-complete-$size-$file_size"
 fi
 
+t_generated=$(date +%s.%N)
 sock=$work/dlfsd.sock
 build/fs/dlfsd --mountpoint "$mnt" --backend "$data" --name sample --control-socket "$sock" >"$work/dlfsd.log" 2>&1 &
 pid=$!
@@ -112,4 +120,12 @@ for (name, body), want in zip(checked, index.names):
 how = "through dlfsd's client socket" if view.client_socket else "through the mount"
 print(f"epoch view, cold: {n} samples, {total/2**20:.0f} MiB in {dt:.2f} s: {n/dt:,.0f} samples/s, {total/dt/1e9:.2f} GB/s (python/dlfs, {how})")
 print(f"first samples in epoch order: {', '.join(index.names[:3])} ...")
+PY
+
+t_end=$(date +%s.%N)
+/usr/bin/python3 - "$t_start" "$t_installed" "$t_built" "$t_generated" "$t_end" <<'PY'
+import sys
+start, installed, built, generated, end = map(float, sys.argv[1:])
+print(f"quick start: {end - start:.0f} s in all: install {installed - start:.0f} s, build {built - installed:.0f} s, "
+      f"sample dataset {generated - built:.0f} s, mount, load and reads {end - generated:.0f} s")
 PY

@@ -8,6 +8,13 @@ cd "$(dirname "$0")/.."
 tools/install-deps.sh
 if [ ! -f build/build.ninja ]; then
   meson setup build --buildtype=debugoptimized
+else
+  # tools/quickstart.sh sets build/ up without the tests and as a unity build (faster to
+  # build once, slower to rebuild after a change): back to what the tests need.
+  opts=$(meson introspect build --buildoptions | /usr/bin/python3 -c 'import json, sys
+o = {x["name"]: x["value"] for x in json.load(sys.stdin)}
+print(o["tests"], o["unity"])')
+  [ "$opts" = "auto off" ] || meson configure build -Dtests=auto -Dunity=off
 fi
 meson compile -C build
 # What an interrupted earlier run left (mounts, daemons, work directories) would

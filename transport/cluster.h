@@ -58,6 +58,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -76,6 +77,7 @@
 #include "cache/round_pipeline.h"
 #include "cache/sample_reader.h"
 #include "cache/storage_buffer.h"
+#include "common/latency_histogram.h"
 #include "common/status.h"
 #include "transport/cluster_messages.h"
 #include "transport/fabric.h"
@@ -232,6 +234,22 @@ class Cluster {
     std::atomic<uint64_t> bytes[kMessageKinds + 1] = {};
   };
   Traffic sent_, received_;
+  // Gets from peers' memory (stripes and round slots): the latency of those
+  // that succeeded, from posting to the bytes in place, and those that did
+  // not, by why (status "gets"; docs/metrics.md).
+  struct GetStats {
+    LatencyHistogram latency;
+    std::atomic<uint64_t> timeouts{0};  // missed get_timeout: the peer is then marked down
+    std::atomic<uint64_t> stale{0};     // a round slot not holding that round (yet, or any more)
+    std::atomic<uint64_t> errors{0};    // every other failure (peer gone, refused, endpoint failed)
+    void finished(const Status& st, std::chrono::steady_clock::duration took) {
+      if (st.is_ok()) latency.observe(took);
+      else if (st.err() == ETIMEDOUT) timeouts.fetch_add(1, std::memory_order_relaxed);
+      else if (st.err() == ESTALE) stale.fetch_add(1, std::memory_order_relaxed);
+      else errors.fetch_add(1, std::memory_order_relaxed);
+    }
+  };
+  GetStats gets_;
   std::chrono::steady_clock::time_point started_;
   std::chrono::steady_clock::time_point next_join_report_;
   // Peers this node found silent itself and that are not up again, with why

@@ -38,12 +38,14 @@ void Cluster::Remote::fetch_many(uint32_t owner, std::span<Piece> pieces) {
   // deadline for the batch, so a dead peer costs get_timeout once, not per sample.
   std::vector<Endpoint::PendingGet> gets(pieces.size());
   std::vector<bool> posted(pieces.size(), false);
+  std::vector<std::chrono::steady_clock::time_point> posted_at(pieces.size());
   for (size_t i = 0; i < pieces.size(); ++i) {
     const Piece& pc = pieces[i];
     if (pc.dst.empty() || pc.offset < rs.begin || pc.offset + pc.dst.size() > rs.end) continue;
     const uint64_t first = (pc.offset - rs.begin) / rs.extent_size;
     const uint64_t last = (pc.offset + pc.dst.size() - 1 - rs.begin) / rs.extent_size;
     if (!covers(*resident, first, last)) continue;
+    posted_at[i] = std::chrono::steady_clock::now();
     gets[i] = link->data_ep->start_get_into(*rs.key, rs.base + (pc.offset - rs.begin), pc.dst);
     posted[i] = true;
   }
@@ -54,6 +56,7 @@ void Cluster::Remote::fetch_many(uint32_t owner, std::span<Piece> pieces) {
     if (!posted[i]) continue;
     Status st = link->data_ep->finish_get(gets[i], pieces[i].dst, deadline);
     pieces[i].ok = st.is_ok();
+    c_.gets_.finished(st, std::chrono::steady_clock::now() - posted_at[i]);
     if (!st && failed++ == 0) first_error = st.message();
     if (!st && st.err() == ETIMEDOUT && timed_out++ == 0) first_timeout = st.message();
   }

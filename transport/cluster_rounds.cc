@@ -89,10 +89,12 @@ bool Cluster::Rounds::fetch_round(uint32_t member, uint64_t epoch, uint32_t roun
   Status st;
   for (;;) {
     for (int slot : {first, 1 - first}) {
+      const auto posted = std::chrono::steady_clock::now();
       auto g = link->data_ep->start_get_tagged(s->second.round_slots[slot] + offset, dst.size(), tag);
       // Each get its own bounded wait: the waits for a round to load (up to
       // kRoundWait, longer than get_timeout) must not read as a stuck peer.
       st = link->data_ep->finish_get(g, dst, std::chrono::steady_clock::now() + c_.options_.get_timeout);
+      c_.gets_.finished(st, std::chrono::steady_clock::now() - posted);
       if (st.is_ok()) return true;
       if (st.err() != ESTALE) break;
     }

@@ -69,6 +69,14 @@ json Cluster::status() const {
           {"up_s", std::chrono::duration<double>(now - started_).count()},
           // Membership messages (joins, heartbeats, notices, refusals) since start.
           {"membership", {{"sent", traffic_json(sent_)}, {"received", traffic_json(received_)}}},
+          // Gets from peers' memory since start: the latency of those that
+          // succeeded (common/latency_histogram.h), and the failed ones by why.
+          {"gets",
+           {{"latency", histogram_json(gets_.latency.snapshot())},
+            {"failed",
+             {{"timeout", gets_.timeouts.load(std::memory_order_relaxed)},
+              {"stale", gets_.stale.load(std::memory_order_relaxed)},
+              {"error", gets_.errors.load(std::memory_order_relaxed)}}}}},
           {"members", members}};
 }
 

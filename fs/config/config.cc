@@ -1,7 +1,9 @@
 // The config values that need the machine: the job token file, the memory budget.
 #include "fs/config/config.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +12,7 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "common/decimal.h"
 #include "common/units.h"
 
 namespace dlfs::fs {
@@ -56,6 +59,42 @@ Result<uint32_t> parse_view_mode(const std::string& text) {
   }
   if (mode > 0777) return bad;  // "4440": no setuid and friends on a read-only view
   return mode;
+}
+
+Result<ListenAddress> parse_metrics_address(const std::string& text) {
+  auto bad = [&text](const std::string& why) {
+    return Status(EINVAL, "metrics_address '" + text + "' is not valid: " + why +
+                              " (PORT, :PORT, HOST:PORT, [IPv6]:PORT; off for none)");
+  };
+  ListenAddress a;
+  std::string port;
+  if (!text.empty() && text[0] == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      return bad("an IPv6 address is written [address]:PORT");
+    a.host = text.substr(1, close - 1);
+    a.ipv6 = true;
+    port = text.substr(close + 2);
+    in6_addr v6{};
+    if (::inet_pton(AF_INET6, a.host.c_str(), &v6) != 1) return bad("'" + a.host + "' is not an IPv6 address");
+  } else {
+    const size_t colon = text.rfind(':');
+    a.host = colon == std::string::npos ? "" : text.substr(0, colon);
+    port = colon == std::string::npos ? text : text.substr(colon + 1);
+    if (a.host.empty()) a.host = "127.0.0.1";  // loopback unless an address is given
+    if (a.host.find(':') != std::string::npos) return bad("an IPv6 address must be in brackets");
+    in_addr v4{};
+    const bool name_chars = std::all_of(a.host.begin(), a.host.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.';
+    });
+    if (::inet_pton(AF_INET, a.host.c_str(), &v4) != 1 &&
+        (!name_chars || a.host.size() > 253 || !std::isalnum(static_cast<unsigned char>(a.host[0]))))
+      return bad("'" + a.host + "' is neither an IPv4 address nor a host name");
+  }
+  const auto p = parse_canonical_decimal(port);
+  if (!p || *p < 1 || *p > 65535) return bad("the port must be a number from 1 to 65535");
+  a.port = static_cast<uint16_t>(*p);
+  return a;
 }
 
 Result<uint64_t> resolve_memory_budget(const std::string& text, uint64_t physical_bytes) {

@@ -59,7 +59,7 @@ constexpr std::array<std::string_view, 2> enum_names(AutoOff) { return {"auto", 
       "(FUSE passthrough: Linux 6.9+, dlfsd as root; else ignored): auto (datasets on local file systems; not "     \
       "on NFS, Lustre, GPFS and other network file systems, where the kernel's extra open of each file is a "       \
       "server round trip), on, off. Such an open file is checked against the scan when opened, not at each "        \
-      "read (docs/architecture.md, passthrough)")                                                                   \
+      "read (docs/internals.md, passthrough)")                                                                   \
   KEY(fuse_uring, Toggle, Toggle::automatic, "--fuse-uring",                                                        \
       "FUSE requests reach dlfsd through one io_uring queue per CPU, answered on the CPU that sent them, "          \
       "instead of /dev/fuse (Linux 6.14+): auto and on (as root, turn on "                                           \
@@ -83,7 +83,13 @@ constexpr std::array<std::string_view, 2> enum_names(AutoOff) { return {"auto", 
       .bytes())                                                                                                     \
   KEY(serve_despite_failed_datasets, bool, false, "",                                                               \
       "A dataset whose scan fails after the mount answers EIO and the others stay served, instead of dlfsd "        \
-      "unmounting and exiting 2 (one node only; docs/stats.md, dataset states)")
+      "unmounting and exiting 2 (one node only; docs/stats.md, dataset states)")                                   \
+  KEY(metrics_address, std::string, "", "--metrics-address",                                                        \
+      "Serve Prometheus metrics at http://HOST:PORT/metrics (docs/metrics.md): PORT or :PORT listens on "          \
+      "127.0.0.1 only, HOST:PORT on that address (an IPv4 address, a name, or [IPv6] where CivetWeb has IPv6; "    \
+      "0.0.0.0: every address). "   \
+      "No authentication: whoever reaches it reads dataset names and counters",                                     \
+      .note("off"))
 
 #define DLFS_CACHE_KEYS(KEY)                                                                                        \
   KEY(memory_budget, std::string, "50%", "--memory-budget",                                                         \
@@ -170,6 +176,17 @@ Result<std::string> load_job_token(const DaemonConfig& config);
 
 // view_mode's text ("0440", "440") as permission bits; EINVAL names the text.
 Result<uint32_t> parse_view_mode(const std::string& text);
+
+// metrics_address parsed: "9567" and ":9567" are 127.0.0.1:9567; "host:9567",
+// "0.0.0.0:9567", "[::1]:9567". `host` is kept as written (brackets
+// dropped); `ipv6` says it was bracketed. EINVAL names the key and the text.
+struct ListenAddress {
+  std::string host;
+  uint16_t port = 0;
+  bool ipv6 = false;
+  std::string text() const { return ipv6 ? "[" + host + "]:" + std::to_string(port) : host + ":" + std::to_string(port); }
+};
+Result<ListenAddress> parse_metrics_address(const std::string& text);
 
 // memory_budget resolved against physical memory ("50%" -> bytes).
 Result<uint64_t> resolve_memory_budget(const std::string& text, uint64_t physical_bytes);

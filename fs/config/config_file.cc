@@ -224,6 +224,8 @@ Status validate_config(const DaemonConfig& c) {
     DLFS_RETURN_IF_ERROR(check_view_access(d).with_context("dataset '" + d.name + "'"));
   }
   if (c.datasets.size() > 0xfffe) return Status(EINVAL, "too many datasets (at most 65534)");
+  if (!c.metrics_address.empty() && c.metrics_address != "off")
+    DLFS_RETURN_IF_ERROR(parse_metrics_address(c.metrics_address).status());
   // A watched peer answers once a heartbeat: a silence bound that is not
   // longer than that marks every peer down between two pongs.
   if (c.down_after_ms <= c.heartbeat_ms)

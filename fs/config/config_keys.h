@@ -9,7 +9,7 @@
 // DaemonConfig / DatasetConfig, unless the key gives a note
 // (`default_note`: "0: no bound").
 //
-// Adding a key: docs/architecture.md, "Adding a config key".
+// Adding a key: docs/internals.md, "Adding a config key".
 #pragma once
 
 #include <cstdint>

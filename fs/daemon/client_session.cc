@@ -31,7 +31,7 @@ const char* errno_name(int err) {
   }
 }
 
-ClientReply error_reply(int err, const std::string& message) {
+ClientReply client_error(int err, const std::string& message) {
   ClientReply r;
   r.header = {{"ok", false}, {"code", errno_name(err)}, {"error", message}};
   return r;
@@ -65,7 +65,7 @@ ClientSession::ClientSession(PeerCredentials peer, ClientPolicy policy, DatasetL
 
 ClientReply ClientSession::bad(int err, const std::string& message) {
   counters_.bad_requests.fetch_add(1, std::memory_order_relaxed);
-  ClientReply r = error_reply(err, message);
+  ClientReply r = client_error(err, message);
   if (++bad_in_a_row_ >= kMaxBadInARow) {
     r.header["error"] = message + " (" + std::to_string(kMaxBadInARow) + " bad requests in a row: closing)";
     r.close = true;
@@ -92,7 +92,7 @@ ClientReply ClientSession::handle(std::string_view text) {
     if (reply.header.value("ok", false)) bad_in_a_row_ = 0;
     return reply;
   } catch (const std::exception& e) {  // a bug, never a client's doing: say so, keep serving
-    return error_reply(EIO, std::string("internal error: ") + e.what());
+    return client_error(EIO, std::string("internal error: ") + e.what());
   }
 }
 
@@ -118,21 +118,21 @@ ClientReply ClientSession::open(const json& r) {
   auto name = r.find("dataset");
   if (name == r.end() || !name->is_string()) return bad(EINVAL, "open needs a \"dataset\" string");
   auto ds = lookup_(*name);
-  if (!ds) return error_reply(ds.status().err(), ds.status().message());
+  if (!ds) return client_error(ds.status().err(), ds.status().message());
   if (std::string why = refusal(**ds); !why.empty()) {
     counters_.refused.fetch_add(1, std::memory_order_relaxed);
-    return error_reply(EACCES, why);
+    return client_error(EACCES, why);
   }
   const Dataset& d = **ds;
   slot_bytes_ = page_round(std::max(policy_.min_slot_bytes, d.largest_sample()));
   auto staging = cache::SharedMemory::create("dlfs-client-staging", slot_bytes_ * policy_.slots, false);
-  if (!staging) return error_reply(staging.status().err(), staging.status().message());
+  if (!staging) return client_error(staging.status().err(), staging.status().message());
   staging_ = std::move(staging).value();
   // Region 0 without shared memory (anonymous): an empty memfd stands in,
   // and every sample is staged.
   if (d.buffer().memory_fd() < 0) {
     auto empty = cache::SharedMemory::create("dlfs-client-empty", 0, false);
-    if (!empty) return error_reply(empty.status().err(), empty.status().message());
+    if (!empty) return client_error(empty.status().err(), empty.status().message());
     empty_ = std::move(empty).value();
   }
   ds_ = &d;
@@ -241,7 +241,7 @@ ClientReply ClientSession::batch(const json& r) {
   const uint64_t fit = (kMaxReply - 4096) / (24 + (ds_->manifest().samples_grouped() ? 32 : 0));
   LocatedBatch out;
   if (Status st = locate_samples(v, *start, std::min(*count, fit), t, gather_, out); !st)
-    return error_reply(st.err(), st.message());
+    return client_error(st.err(), st.message());
 
   // Names, cut where the reply would pass kMaxReply.
   json name_list = json::array();

@@ -20,6 +20,8 @@
 #include "fs/daemon/client_server.h"
 #include "fs/daemon/control_server.h"
 #include "fs/daemon/control_verify.h"
+#include "fs/daemon/metrics.h"
+#include "fs/daemon/metrics_server.h"
 #include "fs/kernel/mountpoint_check.h"
 #include "fs/daemon/stats.h"
 
@@ -32,6 +34,12 @@ namespace {
 
 uint64_t physical_memory_bytes() {
   return static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+double unix_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
 int64_t now_ns() {
@@ -79,6 +87,7 @@ Status not_ready(const DatasetSlot& slot) {
 Daemon::Daemon(DaemonConfig config) : config_(std::move(config)), started_(std::chrono::steady_clock::now()) {}
 
 Daemon::~Daemon() {
+  if (metrics_) metrics_->stop();  // no scrape while the rest goes away (run() stopped it already)
   client_.reset();
   control_.reset();  // no control requests while the rest goes away
   stopping_ = true;
@@ -138,7 +147,20 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config) {
   auto control = ControlServer::start(d->config_.control_socket, *d);
   if (!control) return control.status();
   d->control_ = std::move(control).value();
+  DLFS_RETURN_IF_ERROR(d->start_metrics_server());
   return d;
+}
+
+Status Daemon::start_metrics_server() {
+  if (config_.metrics_address.empty() || config_.metrics_address == "off") return Status::ok();
+  DLFS_ASSIGN_OR_RETURN(ListenAddress address, parse_metrics_address(config_.metrics_address));
+  // On a CivetWeb thread, from the same snapshot as `dlfs-ctl stats` (fs/daemon/metrics.h).
+  auto server = MetricsServer::start(address, [this] { return metrics_text(snapshot(true), unix_seconds()); });
+  if (!server) return server.status();
+  metrics_ = std::move(server).value();
+  metrics_live_ = metrics_.get();
+  spdlog::info("Prometheus metrics at http://{}/metrics", metrics_->address());
+  return Status::ok();
 }
 
 int Daemon::run() {
@@ -150,6 +172,9 @@ int Daemon::run() {
   spdlog::info("mounted at {} ({} dataset{}, scanning), control socket {}", config_.mountpoint, slots_.size(),
                slots_.size() == 1 ? "" : "s", config_.control_socket);
   const int rc = kernel_->serve();
+  // No scrape from here on: a scrape's snapshot reads what the stop takes down
+  // (the client socket, the datasets). Its figures stay in status.
+  if (metrics_) metrics_->stop();
   stop_datasets();
   kernel_->unmount();
   if (exit_code_ != 0) return exit_code_;  // a dataset failed after the mount: as create() failing
@@ -326,6 +351,8 @@ nlohmann::json Daemon::snapshot(bool detailed, const Reader* reader) const {
   if (transport::Cluster* c = cluster_live_.load()) j["cluster"] = c->status();
   if (detailed) j["fuse"] = kernel_->stats();
   if (detailed && client_) j["client"] = client_->stats();
+  const MetricsServer* m = metrics_live_.load();
+  j["metrics"] = m ? m->stats() : nlohmann::json(nullptr);  // the Prometheus endpoint, null when off
   return j;
 }
 

@@ -2,7 +2,8 @@
 //
 // create() does the cheap checks (config, mountpoint, memory budget, cluster
 // membership, every dataset root is a readable directory) and starts the
-// control socket, so that bad input fails before anything is mounted. run()
+// control socket (and the metrics endpoint), so that bad input fails before
+// anything is mounted. run()
 // is one ladder: mount (fs/kernel/kernel_session.h), start the datasets,
 // serve, stop the datasets, unmount. It mounts at once, then scans the
 // datasets on a startup thread, in config
@@ -36,6 +37,7 @@ namespace dlfs::fs {
 
 class ClientServer;
 class ControlServer;
+class MetricsServer;
 
 class Daemon final : public ControlHandler {
  public:
@@ -60,6 +62,8 @@ class Daemon final : public ControlHandler {
   Result<const Dataset*> dataset_arg(const nlohmann::json& args) const;
   // The client socket (docs/client-protocol.md), unless client_socket is off.
   Status start_client_server();
+  // The Prometheus endpoint (docs/metrics.md), unless metrics_address is off.
+  Status start_metrics_server();
   Status join_cluster(const std::vector<Dataset*>& datasets);
   // The startup thread: scans, joins, publishes (see the top of this file).
   void start_datasets();
@@ -81,6 +85,9 @@ class Daemon final : public ControlHandler {
   std::unique_ptr<Namespace> namespace_;
   std::unique_ptr<KernelSession> kernel_;  // after namespace_: answers from it until it goes
   std::unique_ptr<ControlServer> control_;
+  // The Prometheus endpoint (metrics_address), unless off; goes first.
+  std::unique_ptr<MetricsServer> metrics_;  // stopped before the datasets; kept until the end for status
+  std::atomic<const MetricsServer*> metrics_live_{nullptr};  // metrics_ once started, for its own scrapes
   // After namespace_ and slots_ (goes first): its sessions read the datasets.
   std::unique_ptr<ClientServer> client_;
   std::atomic<bool> unmount_requested_{false};

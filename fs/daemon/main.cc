@@ -25,7 +25,7 @@ constexpr const char* kDescription =
     "Statistics: MOUNTPOINT/.dlfs/stats (JSON) and `dlfs-ctl stats`.\n"
     "Stops cleanly (unmounting) on SIGTERM, SIGINT or `dlfs-ctl unmount`.\n\n"
     "One dataset:   dlfsd --mountpoint /mnt/dlfs --backend /data/imagenet\n"
-    "From a config: dlfsd --config /etc/dlfs/job.toml   (see README.md, Configuration)\n"
+    "From a config: dlfsd --config /etc/dlfs/job.toml   (see docs/usage.md and dlfs.toml(5))\n"
     "Flags override the config file. Every key and its flag: docs/configuration.md\n"
     "(dlfsd --config-keys prints the same table).";
 

@@ -79,6 +79,8 @@ nlohmann::json dataset_json(const Dataset& d, bool detailed, const ViewRegistry:
   j["stripe"] = {{"begin", d.buffer().range_begin()}, {"end", d.buffer().range_end()}};
   const auto& changed = d.backend().changed_files();
   j["changed_files"] = changed_files_json(changed.count(), changed.first(kStatusChangedListed));
+  // Backend reads and opens that failed (a changed file's included), since start.
+  j["backend_errors"] = d.backend().errors();
   const auto& gate = d.backend().gate();
   j["backend_requests"] = {{"limit", gate.limit()}, {"peak", gate.peak()}, {"waits", gate.waits()}};
   // Reads that bypass the page cache (cache/backend_reader.h, CacheUse::drop).

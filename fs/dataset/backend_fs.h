@@ -8,7 +8,7 @@
 // passthrough wins; on a network or user-space file system (NFS, Lustre,
 // GPFS, CephFS, SMB, a FUSE client) each open is a round trip to a server,
 // the very cost DLFS exists to take off the training job, and the extra open
-// lost what passthrough saved (docs/benchmarks.md, session 24).
+// lost what passthrough saved (docs/benchmark-notes.md, session 24).
 #pragma once
 
 #include <string>

@@ -21,7 +21,7 @@ namespace dlfs::fs {
 namespace {
 
 // Files the load stager keeps in flight (cache/load_stager.h): of 4, 8 and
-// 16, 8 read fastest here (docs/benchmarks.md, "Staging the load").
+// 16, 8 read fastest here (docs/benchmark-notes.md, "Staging the load").
 constexpr unsigned kStageFiles = 8;
 
 // xxh3 over the format and every file's path and size: two nodes that scanned

@@ -4,7 +4,7 @@
 // Why: during the load a raw file's miss costs a chain of wake-ups (READ to a
 // worker, a backend pread, the reply's copy into the FUSE page cache), and the
 // loader fills memory on the same two cores; readers then got ~0.77x of
-// reading the backend directly (docs/benchmarks.md). With passthrough
+// reading the backend directly (docs/benchmark-notes.md). With passthrough
 // (Linux 6.9+), an OPEN reply names a "backing file" and the kernel serves
 // that file's reads and mmaps from the backing file itself, as if the reader
 // had opened the backend.

@@ -7,7 +7,7 @@
 // making it costs fresh memory: on this project's VMs, pages not recently
 // freed cost a host fault at first touch, and an epoch-2 view read at a
 // quarter of the speed of epoch 1, whose pages came from a drop_caches just
-// before (docs/benchmarks.md, "Views drop their pages behind the reader").
+// before (docs/benchmark-notes.md, "Views drop their pages behind the reader").
 // Anywhere, it evicts what other files (raw/ in epoch 2, the training job's
 // own) need. Dropped behind the reader, a view holds a few MiB of page cache,
 // and the freed pages are reused, still warm, by the next read-ahead.

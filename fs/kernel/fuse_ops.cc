@@ -4,6 +4,7 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -24,7 +25,22 @@ constexpr uint32_t kMiB = 1u << 20;
 // libfuse hands back the userdata as it was given: a WireUser* (fuse_wire.h).
 SessionState& state_of(void* userdata) { return static_cast<SessionState&>(*static_cast<WireUser*>(userdata)); }
 SessionState& ctx(fuse_req_t req) { return state_of(fuse_req_userdata(req)); }
-void count(fuse_req_t req, FuseOp op) { ctx(req).counters.add(op); }
+
+// A request as it arrives: counted at once; replied() records its latency
+// (fs/kernel/fuse_counters.h). A parked request's replay calls it after its
+// reply, so the wait for the dataset counts. Copied into replays: it holds
+// the session state, never the request (gone once answered).
+struct Arrival {
+  SessionState& c;
+  FuseOp op;
+  std::chrono::steady_clock::time_point at;
+  void replied() const { c.counters.observe(op, std::chrono::steady_clock::now() - at); }
+};
+Arrival arrive(fuse_req_t req, FuseOp op) {
+  SessionState& c = ctx(req);
+  c.counters.add(op);
+  return Arrival{c, op, std::chrono::steady_clock::now()};
+}
 
 struct stat to_stat(const Attr& a) {
   struct stat st {};
@@ -149,7 +165,7 @@ void do_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     // A name the kernel does not know yet is looked up by an open(path)
     // on its way to OPEN: while such a file would be passed through, start
     // its backend read now, so that the LOOKUP and OPEN round trips overlap
-    // the device's work. Measured: docs/benchmarks.md, session 24.
+    // the device's work. Measured: docs/benchmark-notes.md, session 24.
     try {  // answered already: nothing may reach guarded()'s error reply
       c.passthrough.prefetch_at_lookup(a->ino);
     } catch (...) {
@@ -158,9 +174,14 @@ void do_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 }
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  count(req, FuseOp::lookup);
-  if (parked(req, parent, false, [req, parent, n = std::string(name)] { do_lookup(req, parent, n.c_str()); })) return;
+  const Arrival a = arrive(req, FuseOp::lookup);
+  if (parked(req, parent, false, [req, parent, n = std::string(name), a] {
+        do_lookup(req, parent, n.c_str());
+        a.replied();
+      }))
+    return;
   do_lookup(req, parent, name);
+  a.replied();
 }
 
 // The kernel dropped the inode: the namespace's pins (epoch view ids) and
@@ -172,17 +193,23 @@ void forget_inode(SessionState& c, uint64_t ino, uint64_t nlookup) {
 
 // FORGET has no reply; guarded() is for requests that need one.
 void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
-  count(req, FuseOp::forget);
-  forget_inode(ctx(req), ino, nlookup);
+  const Arrival a = arrive(req, FuseOp::forget);
+  forget_inode(a.c, ino, nlookup);
   fuse_reply_none(req);
+  a.replied();
 }
 
+// Each forget of the batch counts as one request, each taking the batch's time.
 void op_forget_multi(fuse_req_t req, size_t n, fuse_forget_data* forgets) {
+  SessionState& c = ctx(req);
+  const auto at = std::chrono::steady_clock::now();
   for (size_t i = 0; i < n; ++i) {
-    count(req, FuseOp::forget);
-    forget_inode(ctx(req), forgets[i].ino, forgets[i].nlookup);
+    c.counters.add(FuseOp::forget);
+    forget_inode(c, forgets[i].ino, forgets[i].nlookup);
   }
   fuse_reply_none(req);
+  const auto took = std::chrono::steady_clock::now() - at;
+  for (size_t i = 0; i < n; ++i) c.counters.observe(FuseOp::forget, took);
 }
 
 void do_getattr(fuse_req_t req, fuse_ino_t ino) {
@@ -195,9 +222,14 @@ void do_getattr(fuse_req_t req, fuse_ino_t ino) {
 }
 
 void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
-  count(req, FuseOp::getattr);
-  if (parked(req, ino, true, [req, ino] { do_getattr(req, ino); })) return;
+  const Arrival a = arrive(req, FuseOp::getattr);
+  if (parked(req, ino, true, [req, ino, a] {
+        do_getattr(req, ino);
+        a.replied();
+      }))
+    return;
   do_getattr(req, ino);
+  a.replied();
 }
 
 void do_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -214,9 +246,14 @@ void do_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  count(req, FuseOp::opendir);
-  if (parked(req, ino, false, [req, ino, f = *fi]() mutable { do_opendir(req, ino, &f); })) return;
+  const Arrival a = arrive(req, FuseOp::opendir);
+  if (parked(req, ino, false, [req, ino, f = *fi, a]() mutable {
+        do_opendir(req, ino, &f);
+        a.replied();
+      }))
+    return;
   do_opendir(req, ino, fi);
+  a.replied();
 }
 
 // A listing reply's buffer, kept by each thread: a zeroed vector per request
@@ -264,20 +301,31 @@ void guarded_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, boo
 }
 
 void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
-  count(req, FuseOp::readdir);
-  if (parked(req, ino, false, [=] { guarded_readdir(req, ino, size, off, false); })) return;
+  const Arrival a = arrive(req, FuseOp::readdir);
+  if (parked(req, ino, false, [=] {
+        guarded_readdir(req, ino, size, off, false);
+        a.replied();
+      }))
+    return;
   guarded_readdir(req, ino, size, off, false);
+  a.replied();
 }
 
 void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
-  count(req, FuseOp::readdirplus);
-  if (parked(req, ino, false, [=] { guarded_readdir(req, ino, size, off, true); })) return;
+  const Arrival a = arrive(req, FuseOp::readdirplus);
+  if (parked(req, ino, false, [=] {
+        guarded_readdir(req, ino, size, off, true);
+        a.replied();
+      }))
+    return;
   guarded_readdir(req, ino, size, off, true);
+  a.replied();
 }
 
 void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
-  count(req, FuseOp::releasedir);
+  const Arrival a = arrive(req, FuseOp::releasedir);
   fuse_reply_err(req, 0);
+  a.replied();
 }
 
 // A raw file's open in the passthrough window (fs/kernel/passthrough_window.h).
@@ -318,16 +366,22 @@ void do_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  count(req, FuseOp::open);
-  if (parked(req, ino, false, [req, ino, f = *fi]() mutable { do_open(req, ino, &f); })) return;
+  const Arrival a = arrive(req, FuseOp::open);
+  if (parked(req, ino, false, [req, ino, f = *fi, a]() mutable {
+        do_open(req, ino, &f);
+        a.replied();
+      }))
+    return;
   do_open(req, ino, fi);
+  a.replied();
 }
 
 // ENOSYS, as libfuse answers when there is no handler: the kernel then stops
 // sending FLUSH on this connection. Handled only to be counted.
 void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
-  count(req, FuseOp::flush);
+  const Arrival a = arrive(req, FuseOp::flush);
   fuse_reply_err(req, ENOSYS);
+  a.replied();
 }
 
 // No file here is a terminal or has flags to set: ENOTTY, what a disk
@@ -335,21 +389,23 @@ void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
 // every ioctl on a FUSE file (there is no "no ioctl" capability to cache, as
 // there is for OPEN): Python before 3.14 calls isatty() (TCGETS) in every
 // open() with default buffering, so each open of a raw file costs this one
-// round trip (docs/benchmarks.md, "Python's open()"). The round trip is
+// round trip (docs/benchmark-notes.md, "Python's open()"). The round trip is
 // used: the file's read follows, and its bytes are pushed first.
 void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void*, fuse_file_info*, unsigned, const void*, size_t,
               size_t) {
-  count(req, FuseOp::ioctl);
-  if (cmd == TCGETS) ctx(req).push.push(ino);  // the read follows: its bytes go first (fs/kernel/raw_push.h)
+  const Arrival a = arrive(req, FuseOp::ioctl);
+  if (cmd == TCGETS) a.c.push.push(ino);  // the read follows: its bytes go first (fs/kernel/raw_push.h)
   fuse_reply_err(req, ENOTTY);
+  a.replied();
 }
 
 void op_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  count(req, FuseOp::release);
+  const Arrival a = arrive(req, FuseOp::release);
   // fh is the OpenMode do_open chose (plain for every open outside the window).
   if (fi->fh <= static_cast<uint64_t>(OpenMode::passthrough))
-    ctx(req).passthrough.release(ino, static_cast<OpenMode>(fi->fh));
+    a.c.passthrough.release(ino, static_cast<OpenMode>(fi->fh));
   fuse_reply_err(req, 0);
+  a.replied();
 }
 
 // Sends what the gather holds: one contiguous run (the common case: a piece
@@ -387,13 +443,18 @@ void do_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
 }
 
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
-  count(req, FuseOp::read);
-  if (parked(req, ino, false, [=] { do_read(req, ino, size, off); })) return;
+  const Arrival a = arrive(req, FuseOp::read);
+  if (parked(req, ino, false, [=] {
+        do_read(req, ino, size, off);
+        a.replied();
+      }))
+    return;
   do_read(req, ino, size, off);
+  a.replied();
 }
 
 void op_statfs(fuse_req_t req, fuse_ino_t) {
-  count(req, FuseOp::statfs);
+  const Arrival a = arrive(req, FuseOp::statfs);
   guarded(req, "statfs", [&] {
     auto t = ctx(req).ns.totals();
     struct statvfs sv {};
@@ -405,6 +466,7 @@ void op_statfs(fuse_req_t req, fuse_ino_t) {
     sv.f_flag = ST_RDONLY;
     fuse_reply_statfs(req, &sv);
   });
+  a.replied();
 }
 
 // size 0 asks for the length; a buffer too small is ERANGE (getxattr(2)).
@@ -431,12 +493,16 @@ void do_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) 
 bool is_overlay_probe(const char* name) { return std::string_view(name) == "trusted.overlay.metacopy"; }
 
 void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
-  count(req, FuseOp::getxattr);
-  if (is_overlay_probe(name) && ctx(req).readers.contains(static_cast<uint32_t>(fuse_req_ctx(req)->pid)))
-    ctx(req).push.push(ino);  // nothing for other than raw files
-  if (parked(req, ino, false, [req, ino, n = std::string(name), size] { do_getxattr(req, ino, n.c_str(), size); }))
+  const Arrival a = arrive(req, FuseOp::getxattr);
+  if (is_overlay_probe(name) && a.c.readers.contains(static_cast<uint32_t>(fuse_req_ctx(req)->pid)))
+    a.c.push.push(ino);  // nothing for other than raw files
+  if (parked(req, ino, false, [req, ino, n = std::string(name), size, a] {
+        do_getxattr(req, ino, n.c_str(), size);
+        a.replied();
+      }))
     return;
   do_getxattr(req, ino, name, size);
+  a.replied();
 }
 
 void do_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
@@ -450,16 +516,22 @@ void do_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 }
 
 void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
-  count(req, FuseOp::listxattr);
-  if (parked(req, ino, false, [=] { do_listxattr(req, ino, size); })) return;
+  const Arrival a = arrive(req, FuseOp::listxattr);
+  if (parked(req, ino, false, [=] {
+        do_listxattr(req, ino, size);
+        a.replied();
+      }))
+    return;
   do_listxattr(req, ino, size);
+  a.replied();
 }
 
 // Every write-like operation: EROFS (the mount is also "ro", so the kernel
 // usually refuses first; these are the belt to its braces).
 void erofs(fuse_req_t req) {
-  count(req, FuseOp::write);
+  const Arrival a = arrive(req, FuseOp::write);
   fuse_reply_err(req, EROFS);
+  a.replied();
 }
 void op_setattr(fuse_req_t req, fuse_ino_t, struct stat*, int, fuse_file_info*) { erofs(req); }
 void op_mknod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { erofs(req); }

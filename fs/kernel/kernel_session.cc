@@ -173,7 +173,7 @@ bool KernelSession::want_uring() const {
   if (config_.fuse_uring == Toggle::off) return false;
   // The parameter only lets FUSE servers that ask for io_uring have it (the
   // others keep /dev/fuse), and each request then costs a fraction of a
-  // /dev/fuse round trip (docs/benchmarks.md, "FUSE over io_uring"): auto
+  // /dev/fuse round trip (docs/benchmark-notes.md, "FUSE over io_uring"): auto
   // turns it on as root, as on does, and says so.
   if (!kernel_enables_uring() && (config_.fuse_uring == Toggle::on || ::geteuid() == 0)) {
     std::ofstream out(kEnableUringParam);
@@ -283,6 +283,8 @@ nlohmann::json KernelSession::drop_behind_json() const {
 nlohmann::json KernelSession::stats() const {
   const WireState& w = state_.wire;
   return {{"requests", state_.counters.to_json()},
+          // Time from a request's arrival to its reply, by kind (kinds answered at least once).
+          {"latency", state_.counters.latency_json()},
           {"kernel_skips_open", state_.kernel_skips_open},
           {"kernel_skips_opendir", state_.kernel_skips_opendir},
           {"passthrough", state_.passthrough.stats()},

@@ -39,7 +39,7 @@ RawOverlays::RawOverlays(AutoOff mode, std::string off_because) : mode_(mode) {
   }
   if (mode_ == AutoOff::off && reason_ != "raw_overlay = off")
     spdlog::info("raw/ stays without its overlay ({}): Python's open() of a raw file costs a round trip to dlfsd "
-                 "for its isatty() (docs/architecture.md, raw overlay)", reason_);
+                 "for its isatty() (docs/internals.md, raw overlay)", reason_);
 }
 
 RawOverlays::~RawOverlays() {

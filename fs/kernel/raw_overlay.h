@@ -6,7 +6,7 @@
 // file to the daemon, with no way to refuse them for good, so each open of a
 // cached raw file cost one round trip (31 us over /dev/fuse on the project's
 // VM) and an epoch over cached raw files ran at a third of the page cache's
-// speed (docs/benchmarks.md, "Python's open() and FUSE"). overlayfs files have
+// speed (docs/benchmark-notes.md, "Python's open() and FUSE"). overlayfs files have
 // no ioctl handler: the kernel answers ENOTTY itself. Everything else an
 // overlay file does goes to the FUSE file below it (lookups, attributes,
 // reads from the same page cache), with the same request counts, except one
@@ -16,7 +16,7 @@
 // When: once the dataset is loaded. While it loads, a reader's first open of
 // a file through the overlay would cost one round trip more (the getxattr,
 // where nothing is pushed yet) on top of the LOOKUP and the passthrough OPEN
-// that reads during the load were tuned for (docs/benchmarks.md, "Reads while
+// that reads during the load were tuned for (docs/benchmark-notes.md, "Reads while
 // loading"); after it, the getxattr replaces the ioctl or the READ.
 //
 // The overlay is mounted over <mountpoint>/<dataset>/raw itself, so readers

@@ -25,7 +25,6 @@ uint32_t class_bits(unsigned classes) {
   return ((classes & kOwnerClass) ? 0700u : 0) | ((classes & kGroupClass) ? 070u : 0) | ((classes & kOtherClass) ? 07u : 0);
 }
 
-Status not_found() { return Status(ENOENT, "no such entry"); }
 
 }  // namespace
 

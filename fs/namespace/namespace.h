@@ -48,6 +48,9 @@
 
 namespace dlfs::fs {
 
+// What every lookup of a name or inode the namespace does not have returns.
+inline Status not_found() { return Status(ENOENT, "no such entry"); }
+
 struct Attr {
   uint64_t ino = 0;
   uint32_t mode = 0;      // type and permission bits

@@ -13,7 +13,6 @@
 namespace dlfs::fs {
 namespace {
 
-Status not_found() { return Status(ENOENT, "no such entry"); }
 
 constexpr uint64_t kMaxWorld = 65535;
 

@@ -11,7 +11,6 @@
 namespace dlfs::fs {
 namespace {
 
-Status not_found() { return Status(ENOENT, "no such entry"); }
 
 constexpr uint64_t world_index(uint64_t epoch, uint64_t w) { return epoch << 16 | w; }
 constexpr uint64_t entry_index(uint64_t view, uint64_t k) { return view << 24 | k; }

@@ -6,7 +6,7 @@
 // Formats are registered in fs/views/view_formats.cc, one line each; listings show
 // them in registration order. Adding a view format: one new file
 // (view_<name>.cc: a ViewFormat), its name in
-// the views room in fs/meson.build, and one line in view_formats.cc (docs/architecture.md,
+// the views room in fs/meson.build, and one line in view_formats.cc (docs/internals.md,
 // "Adding a view format").
 #pragma once
 

@@ -2,7 +2,7 @@
 
 Reading a view sample by sample costs a Python iteration, a tar header parse
 and a DataLoader fetch per sample; at a few KiB per sample that, not I/O,
-limits a DataLoader worker (docs/benchmarks.md, "PyTorch pipeline"). A batch
+limits a DataLoader worker (docs/benchmark-notes.md, "PyTorch pipeline"). A batch
 here is one `pread` per run of consecutive samples, with the member offsets
 taken from the view's `.index`, and each extension's bytes packed back to back:
 a worker hands the DataLoader one object per batch.

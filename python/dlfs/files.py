@@ -4,7 +4,7 @@
 TCGETS) on every open in Python before 3.14. The kernel forwards every ioctl
 on a FUSE file to the daemon, so on a DLFS raw/ tree that is one round trip
 per file, and in a DataLoader it halved the samples/s of raw/ on the project's
-machines (docs/benchmarks.md, "Python's open() and FUSE"). read_file makes
+machines (docs/benchmark-notes.md, "Python's open() and FUSE"). read_file makes
 the same read with os.open/os.read: no ioctl, one read of the whole file."""
 import os
 

@@ -22,7 +22,7 @@ mount_ids() { awk -v m="$1" '$5 == m { print $1 }' /proc/self/mountinfo | tr '\n
 # listing_errno PATH: "ok", or the errno name a statfs and a listing of PATH
 # fail with. statfs always asks the daemon; a listing may come from the
 # kernel's cache alone (directories are opened without the daemon, their
-# listings cached: docs/architecture.md, "No state per open").
+# listings cached: docs/internals.md, "No state per open").
 listing_errno() {
   "$PYTHON" -c 'import errno, os, sys
 try:

@@ -173,7 +173,10 @@ TEST_P(BackendChange, BeforeTheLoadFailsThatFileOnlyAndNamesIt) {
   EXPECT_TRUE(contains(log.text.str(), "backend file '" + name + "' changed since the scan")) << log.text.str();
   EXPECT_TRUE(contains(log.text.str(), expected_what(GetParam()))) << log.text.str();
 
+  const uint64_t errors = d_->reader->errors();
+  EXPECT_GE(errors, 1u) << "the load's failed read counts as a backend error";
   expect_eio(victim, GetParam());
+  EXPECT_GT(d_->reader->errors(), errors) << "so does each failed read after it";
   for (uint32_t f = 0; f < kFiles; ++f)
     if (f != victim) expect_scanned_bytes(f);
   const auto& changed = d_->reader->changed_files();

@@ -205,6 +205,11 @@ TEST_F(ClusterTest, ThreeNodesJoinSeeEachOtherAndServeEachOthersStripes) {
     EXPECT_GT(counters(a).remote_bytes.load(), 0u);
     EXPECT_EQ(counters(a).backend_bytes.load(), 0u) << "node " << a << " went to the backend";
     EXPECT_EQ(counters(a).remote_fallbacks.load(), 0u);
+    // Every get was timed (the latency histogram: docs/stats.md), none failed.
+    const json gets = nodes_[a]->cluster->status()["gets"];
+    EXPECT_GT(gets["latency"]["count"].get<uint64_t>(), 0u) << gets.dump();
+    EXPECT_GT(gets["latency"]["sum_s"].get<double>(), 0.0) << gets.dump();
+    EXPECT_EQ(gets["failed"], json({{"timeout", 0}, {"stale", 0}, {"error", 0}})) << gets.dump();
   }
   EXPECT_GT(net_.gets_served(port(0)), 0u);
 }
@@ -388,6 +393,7 @@ TEST_F(ClusterTest, StalledGetsReturnWithinGetTimeoutFallBackAndNeverWriteLate) 
   EXPECT_EQ(0, std::memcmp(dst.data(), data_->bytes.data() + off, len)) << "the backend's bytes";
   EXPECT_EQ(counters(0).remote_fallbacks.load(), 1u);
   EXPECT_EQ(counters(0).backend_bytes.load(), len);
+  EXPECT_EQ(nodes_[0]->cluster->status()["gets"]["failed"]["timeout"], 1) << "the late get counts as a timeout";
   EXPECT_TRUE(sees(0, 1, "down")) << "a stalled data path marks the peer down at once";
   EXPECT_NE(member(0, 1).value("last_error", std::string()).find("missed their deadline"), std::string::npos);
   // The held get completes now, late: it must not land in dst.

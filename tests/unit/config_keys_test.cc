@@ -50,7 +50,7 @@ const std::map<std::string, Reader> kMembers = {
     D("daemon.fuse_uring", fuse_uring),          D("daemon.raw_overlay", raw_overlay),
     D("daemon.serve_despite_failed_datasets", serve_despite_failed_datasets),
     D("daemon.view_drop_behind", view_drop_behind),
-    D("daemon.raw_push_size", raw_push_size),
+    D("daemon.raw_push_size", raw_push_size),     D("daemon.metrics_address", metrics_address),
     D("cache.extent_size", extent_size),         D("cache.loader_threads", loader_threads),
     D("cache.load_staging", load_staging),
     D("cache.read_size", read_size),             D("cache.backend_requests", backend_requests),
@@ -342,7 +342,7 @@ TEST(ConfigKeys, TarGroupsByWebDatasetsKeyUnlessTold) {
 }
 
 TEST(ConfigKeys, ZeroBackendRequestsMeansNoBound) {
-  // README's example sets it; it used to be refused from TOML (1..4096).
+  // docs/usage.md's example sets it; it used to be refused from TOML (1..4096).
   auto c = parse_config("[cache]\nbackend_requests = 0\n", "x");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
   EXPECT_EQ(c->backend_requests, 0u);
@@ -408,15 +408,15 @@ TEST(ConfigKeys, DocsListEveryKeyAsDlfsdPrintsThem) {
     EXPECT_NE(table.find("`" + k.key + "`"), std::string::npos) << k.key;
 }
 
-TEST(ConfigKeys, TheReadmeExampleParses) {
-  const std::string readme = read_source_file("README.md");
-  const size_t section = readme.find("### Configuration");
+TEST(ConfigKeys, TheUsageExampleParses) {
+  const std::string readme = read_source_file("docs/usage.md");
+  const size_t section = readme.find("## Configuration");
   ASSERT_NE(section, std::string::npos);
   const size_t begin = readme.find("```toml\n", section);
   ASSERT_NE(begin, std::string::npos);
   const size_t end = readme.find("```", begin + 8);
   ASSERT_NE(end, std::string::npos);
-  auto c = parse_config(readme.substr(begin + 8, end - begin - 8), "README.md");
+  auto c = parse_config(readme.substr(begin + 8, end - begin - 8), "docs/usage.md");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
   EXPECT_TRUE(validate_config(*c).is_ok()) << validate_config(*c).message();
   EXPECT_GE(c->datasets.size(), 2u);

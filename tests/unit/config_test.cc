@@ -122,5 +122,47 @@ TEST(Config, MemoryBudgetRefusesNanAndInfiniteShares) {
   EXPECT_EQ(*resolve_memory_budget("100%", 1000), 1000u);
 }
 
+// metrics_address: loopback unless an address is given; bad text names the key.
+TEST(Config, MetricsAddress) {
+  struct Case {
+    std::string text, host;
+    uint16_t port;
+    bool ipv6;
+  };
+  for (const Case& c : std::vector<Case>{{"9567", "127.0.0.1", 9567, false},
+                                         {":9567", "127.0.0.1", 9567, false},
+                                         {"0.0.0.0:80", "0.0.0.0", 80, false},
+                                         {"10.1.2.3:65535", "10.1.2.3", 65535, false},
+                                         {"localhost:1", "localhost", 1, false},
+                                         {"node-7.cluster:9567", "node-7.cluster", 9567, false},
+                                         {"[::1]:9567", "::1", 9567, true},
+                                         {"[::]:9567", "::", 9567, true}}) {
+    auto a = parse_metrics_address(c.text);
+    ASSERT_TRUE(a.is_ok()) << c.text << ": " << a.status().message();
+    EXPECT_EQ(a->host, c.host) << c.text;
+    EXPECT_EQ(a->port, c.port) << c.text;
+    EXPECT_EQ(a->ipv6, c.ipv6) << c.text;
+  }
+  EXPECT_EQ(parse_metrics_address("9567")->text(), "127.0.0.1:9567");
+  EXPECT_EQ(parse_metrics_address("[::1]:80")->text(), "[::1]:80");
+  for (const std::string bad : {"", ":", "0", "65536", "09567", "host:", "host:x", "::1:9567", "[::1]9567", "[::1]:",
+                                "[nothost]:80", "bad_name:80", "-x:80", "1.2.3.4:80/metrics", "http://a:80"}) {
+    auto a = parse_metrics_address(bad);
+    ASSERT_FALSE(a.is_ok()) << "'" << bad << "' was taken";
+    EXPECT_NE(a.status().message().find("metrics_address '" + bad + "'"), std::string::npos) << a.status().message();
+  }
+  DaemonConfig c;
+  c.mountpoint = "/mnt";
+  c.datasets.push_back({"a", "/b", {}, {}});
+  EXPECT_TRUE(validate_config(c).is_ok());  // off by default
+  c.metrics_address = "off";
+  EXPECT_TRUE(validate_config(c).is_ok());
+  c.metrics_address = "127.0.0.1:9567";
+  EXPECT_TRUE(validate_config(c).is_ok());
+  c.metrics_address = "127.0.0.1:port";
+  EXPECT_NE(validate_config(c).message().find("metrics_address '127.0.0.1:port' is not valid"), std::string::npos)
+      << validate_config(c).message();
+}
+
 }  // namespace
 }  // namespace dlfs::fs

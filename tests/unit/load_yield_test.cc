@@ -6,7 +6,6 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <linux/ioprio.h>
 #include <linux/magic.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -100,8 +99,8 @@ TEST(LoadYieldPolicy, OneGrantAmongThreadsRacingForIt) {
 }
 
 int ioprio_class_of_self() {
-  const long v = ::syscall(SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0);
-  return v < 0 ? -1 : static_cast<int>(IOPRIO_PRIO_CLASS(v));
+  const long v = ::syscall(SYS_ioprio_get, cache::ioprio::kWhoProcess, 0);
+  return v < 0 ? -1 : cache::ioprio::class_of(v);
 }
 
 TEST(ThreadPriority, BackgroundIsIdleCpuAndIoThenBackAsFound) {
@@ -111,7 +110,7 @@ TEST(ThreadPriority, BackgroundIsIdleCpuAndIoThenBackAsFound) {
   int main_io = ioprio_class_of_self();
   std::thread([&] {
     const int policy = ::sched_getscheduler(0);
-    const long io = ::syscall(SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0);
+    const long io = ::syscall(SYS_ioprio_get, cache::ioprio::kWhoProcess, 0);
     ThreadPriority p;
     EXPECT_FALSE(p.background());
     // Root (the CI runs as root) may leave SCHED_IDLE; otherwise only the I/O class changes.
@@ -120,13 +119,13 @@ TEST(ThreadPriority, BackgroundIsIdleCpuAndIoThenBackAsFound) {
     p.set_background(true);
     EXPECT_TRUE(p.background());
     EXPECT_EQ(::sched_getscheduler(0), idle_policy);
-    EXPECT_EQ(ioprio_class_of_self(), IOPRIO_CLASS_IDLE);
+    EXPECT_EQ(ioprio_class_of_self(), cache::ioprio::kClassIdle);
     p.set_background(true);  // no change
     EXPECT_EQ(::sched_getscheduler(0), idle_policy);
     p.set_background(false);
     EXPECT_FALSE(p.background());
     EXPECT_EQ(::sched_getscheduler(0), policy);
-    EXPECT_EQ(::syscall(SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0), io);
+    EXPECT_EQ(::syscall(SYS_ioprio_get, cache::ioprio::kWhoProcess, 0), io);
     failures += ::testing::Test::HasFailure();
   }).join();
   EXPECT_EQ(failures.load(), 0);

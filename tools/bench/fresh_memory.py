@@ -4,7 +4,7 @@ against after another process freed as much anonymous memory.
 
 Why: in load_bench.py's A/B runs the build that runs right after phase a
 reads faster during the load than the one after it, whichever build it is
-(docs/benchmarks.md, session 26). Each daemon faults its stripe (GiBs of
+(docs/benchmark-notes.md, session 26). Each daemon faults its stripe (GiBs of
 anonymous memory, huge pages where given) while readers read, and on a VM
 whose balloon reports free pages to the host, memory freed in large blocks
 may cost a host fault when touched again. This measures that cost directly,

@@ -8,7 +8,7 @@ Reads every file of TREE once (to warm caches), then times one of:
   readfile   os.open, fstat, one os.read of size+1, close (dlfs.read_file: no ioctl)
 from --procs processes (files split between them), and prints ops/s and
 microseconds per op. Compare a DLFS raw/ tree with the backend directory, or
-one dlfsd run with --fuse-uring on against one with off (docs/benchmarks.md,
+one dlfsd run with --fuse-uring on against one with off (docs/benchmark-notes.md,
 "FUSE over io_uring").
 
   tools/bench/fuse_roundtrip_bench.py /mnt/dlfs/ds/raw ioctl --procs 2

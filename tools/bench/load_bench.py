@@ -365,7 +365,7 @@ def main():
         print(f"{'':<40} loading/backend {r['loading_over_backend']:.2f} (target >= 1){pressure}; {done_text}")
     if len(labels) > 1:
         # Which build ran first in a repetition has mattered more than the
-        # build here (docs/benchmarks.md, session 26): say so for each run.
+        # build here (docs/benchmark-notes.md, session 26): say so for each run.
         by_pos = {0: [], 1: []}
         for lb in labels:
             for pos, (gbps, _) in zip(positions[lb], runs[f"{lb}:loading"]):

@@ -10,7 +10,7 @@ when dlfsd runs as root, as deployed), then the raw/ walk again warm. Prints
 seconds per walk, the ratio to the backend's walk of the same repetition,
 the page cache's growth during the cold raw/ walk (/proc/meminfo Cached)
 against the dataset's size, and the FUSE requests and pushed bytes the walk
-cost dlfsd. Goals (docs/benchmarks.md): page cache growth under 1% of the
+cost dlfsd. Goals (docs/benchmark-notes.md): page cache growth under 1% of the
 data; time at most 2x the backend's, cold and warm.
 
 Then first reads: after drop_caches, Python's open().read() of a shuffled

@@ -9,6 +9,7 @@
 
 #include "common/control_protocol.h"
 #include "tools/ctl/ctl_man.h"
+#include "tools/ctl/exit_codes.h"
 #include "tools/ctl/lmdb_cli.h"
 #include "tools/ctl/render.h"
 #include "tools/ctl/tfrecord_cli.h"
@@ -16,7 +17,9 @@
 
 namespace {
 
-constexpr int kOk = 0, kFailed = 1, kUsage = 2;
+using dlfs::ctl::kFailed;
+using dlfs::ctl::kOk;
+using dlfs::ctl::kUsage;
 
 constexpr const char* kDescription =
     "dlfs-ctl: administer the DLFS daemon (dlfsd) on this machine.\n\n"

@@ -16,14 +16,13 @@
 #include "provenance/lmdb_walk.h"
 #include "tools/ctl/lmdb_ingest.h"
 #include "tools/ctl/lmdb_sidecar_maker.h"
+#include "tools/ctl/exit_codes.h"
 
 namespace dlfs::ctl {
 
 namespace lm = provenance::lmdb;
 
 namespace {
-
-constexpr int kOk = 0, kFailed = 1, kUsage = 2;
 
 int report_error(const char* cmd, const Status& s) {
   std::fprintf(stderr, "dlfs-ctl lmdb %s: %s\n", cmd, s.message().c_str());

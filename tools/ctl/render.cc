@@ -121,6 +121,9 @@ std::string render_status(const json& s) {
     out << "\n";
     if (!get<std::string>(l, "why_walk", "").empty()) out << "  (sidecar not used: " << get<std::string>(l, "why_walk", "") << ")\n";
   }
+  if (s.contains("metrics") && s["metrics"].is_object())  // the Prometheus endpoint (docs/metrics.md)
+    out << "metrics: " << get<std::string>(s["metrics"], "url", "?") << " ("
+        << get<uint64_t>(s["metrics"], "scrapes", 0) << " scrapes)\n";
   if (s.contains("cluster") && s["cluster"].is_object()) out << render_cluster(s["cluster"]);
   return out.str();
 }

@@ -11,11 +11,10 @@
 #include "provenance/manifest.h"
 #include "provenance/sample_groups.h"
 #include "provenance/tar_shard_scan.h"
+#include "tools/ctl/exit_codes.h"
 
 namespace dlfs::ctl {
 namespace {
-
-constexpr int kOk = 0, kFailed = 1, kUsage = 2;
 
 namespace pv = provenance;
 

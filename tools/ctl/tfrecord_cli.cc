@@ -12,13 +12,13 @@
 
 #include "common/unique_fd.h"
 #include "provenance/tfrecord_tree.h"
+#include "tools/ctl/exit_codes.h"
 
 namespace dlfs::ctl {
 namespace {
 
 namespace tf = provenance::tfrecord;
 
-constexpr int kOk = 0, kFailed = 1;
 
 // The TFRecord files of DIR as dlfsd would locate them (format tfrecord).
 // With `bad`, files with a bad header are listed there instead of failing.

@@ -22,7 +22,7 @@ namespace {
 
 // The wire bits of the FUSE io_uring ABI (7.42) that Debian 12's headers
 // lack: include/uapi/linux/fuse.h.
-constexpr size_t kInHeaderSize = 40;    // struct fuse_in_header
+constexpr size_t kUringInHeaderSize = 40;  // struct fuse_in_header
 constexpr size_t kOutHeaderSize = 16;   // struct fuse_out_header
 constexpr uint32_t kCmdRegister = 1;    // FUSE_IO_URING_CMD_REGISTER
 constexpr uint32_t kCmdCommitAndFetch = 2;  // FUSE_IO_URING_CMD_COMMIT_AND_FETCH
@@ -146,15 +146,15 @@ Status rebuild_request(const void* header, const void* payload, size_t payload_c
   if (payload_sz > payload_capacity)
     return Status(EPROTO, "FUSE io_uring request: payload of " + std::to_string(payload_sz) +
                               " bytes in a buffer of " + std::to_string(payload_capacity));
-  if (len < kInHeaderSize + payload_sz || len - kInHeaderSize - payload_sz > kUringOpInSize)
+  if (len < kUringInHeaderSize + payload_sz || len - kUringInHeaderSize - payload_sz > kUringOpInSize)
     return Status(EPROTO, "FUSE io_uring request: length " + std::to_string(len) + " does not fit a " +
                               std::to_string(payload_sz) + "-byte payload and a " +
                               std::to_string(kUringOpInSize) + "-byte op header");
-  const size_t op_in = len - kInHeaderSize - payload_sz;
+  const size_t op_in = len - kUringInHeaderSize - payload_sz;
   out.resize(len);
-  std::memcpy(out.data(), header, kInHeaderSize);
-  std::memcpy(out.data() + kInHeaderSize, static_cast<const char*>(header) + kUringInOutSize, op_in);
-  if (payload_sz) std::memcpy(out.data() + kInHeaderSize + op_in, payload, payload_sz);
+  std::memcpy(out.data(), header, kUringInHeaderSize);
+  std::memcpy(out.data() + kUringInHeaderSize, static_cast<const char*>(header) + kUringInOutSize, op_in);
+  if (payload_sz) std::memcpy(out.data() + kUringInHeaderSize + op_in, payload, payload_sz);
   return Status::ok();
 }
 

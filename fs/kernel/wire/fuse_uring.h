@@ -6,7 +6,7 @@
 // other CPU from the process that sent it, and waking a thread on another
 // CPU is dear on a VM (an IPI, and an exit when that CPU idles). A request's
 // round trip cost 31 us across CPUs and 13 us on one CPU here
-// (docs/benchmarks.md, "FUSE over io_uring"); Python's open() sends one such
+// (docs/benchmark-notes.md, "FUSE over io_uring"); Python's open() sends one such
 // request (its isatty() ioctl) for every file it opens. The kernel puts an
 // io_uring request on the queue of the CPU its caller runs on, and this
 // module's threads for that queue are pinned to that CPU: the caller and the
