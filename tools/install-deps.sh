@@ -20,12 +20,7 @@ esac
 quickstart_packages=(
   # build
   meson ninja-build pkg-config g++
-  # the man pages (docs/man/): help2man makes dlfs-slurm-launch(1); man-db and groff-base render
-  # them in the man_pages test
-  help2man man-db groff-base
-  # the Debian packages (debian/) and their scenario 55_debian_package: dpkg-buildpackage, debhelper
-  # with dh-python, lintian
-  dpkg-dev build-essential debhelper dh-python lintian
+  help2man  # makes dlfs-slurm-launch(1) (docs/man/; Meson's set-up looks for it)
   # libraries (found through pkg-config)
   libfuse3-dev liburing-dev libucx-dev liblmdb-dev libspdlog-dev libfmt-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libxxhash-dev libzstd-dev libsodium-dev
@@ -39,6 +34,11 @@ quickstart_packages=(
 packages=(
   "${quickstart_packages[@]}"
   # tests
+  # the man pages rendered by the man_pages test
+  man-db groff-base
+  # the Debian packages (debian/) and their scenario 55_debian_package: dpkg-buildpackage, debhelper
+  # with dh-python, lintian
+  dpkg-dev build-essential debhelper dh-python lintian
   libgtest-dev libgmock-dev util-linux iproute2 lmdb-utils python3-lmdb ucx-utils tar attr
   python3-crcmod  # an independent CRC32C for the TFRecord scenario
   # the real client: PyTorch reading Fashion-MNIST through the epoch views
