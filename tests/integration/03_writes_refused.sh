@@ -14,7 +14,7 @@ expect_erofs() {
   local what=$1; shift
   local out
   if out=$("$@" 2>&1); then fail "$what succeeded on a read-only mount"; fi
-  echo "$out" | grep -q "Read-only file system" || fail "$what: expected 'Read-only file system', got: $out"
+  grep -q "Read-only file system" <<<"$out" || fail "$what: expected 'Read-only file system', got: $out"
 }
 expect_erofs "write"    sh -c "echo x >> '$raw/$f'"
 expect_erofs "truncate" truncate -s 0 "$raw/$f"

@@ -15,7 +15,7 @@ expect_refused() {
   out=$(timeout 30 "$DLFSD" --control-socket "$WORK/ctl.sock" "$@" 2>&1) || rc=$?
   [ "$rc" -ne 0 ] || fail "$what: dlfsd exited 0"
   [ "$rc" -ne 124 ] || fail "$what: dlfsd hung"
-  echo "$out" | grep -qF -- "$expected" || fail "$what: expected '$expected' in: $out"
+  grep -qF -- "$expected" <<<"$out" || fail "$what: expected '$expected' in: $out"
   [ "$(grep -c "$WORK" /proc/mounts || true)" = "$mounts_before" ] || fail "$what: left a mount"
   log "refused as expected ($what): $(echo "$out" | tail -1)"
 }
@@ -59,7 +59,7 @@ expect_refused "busy mountpoint" "is busy" --mountpoint "$WORK/mnt" --backend "$
 # The control socket of a live daemon is not stolen.
 mkdir -p "$WORK/mnt2"
 out=$(timeout 30 "$DLFSD" --mountpoint "$WORK/mnt2" --backend "$WORK/data" --control-socket "$(ctl_socket "$WORK/mnt")" 2>&1) && fail "second daemon on a live socket started"
-echo "$out" | grep -q "in use" || fail "expected 'in use' for a live control socket, got: $out"
+grep -q "in use" <<<"$out" || fail "expected 'in use' for a live control socket, got: $out"
 grep -q " $WORK/mnt2 fuse" /proc/mounts && fail "second daemon left a mount"
 stop_daemon "$DAEMON_PID" "$WORK/mnt"
 log "ok"

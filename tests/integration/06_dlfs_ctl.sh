@@ -42,13 +42,13 @@ if id nobody >/dev/null 2>&1; then
   chmod 755 "$WORK"
   rc=0; out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups "$DLFS_CTL" --socket "$sock" status 2>&1) || rc=$?
   [ "$rc" -ne 0 ] || fail "user nobody could use the control socket"
-  echo "$out" | grep -qi "permission denied" || fail "expected permission denied, got: $out"
+  grep -qi "permission denied" <<<"$out" || fail "expected permission denied, got: $out"
 fi
 
 # Without a daemon: a clear error and exit 2.
 rc=0; out=$("$DLFS_CTL" --socket "$WORK/none.sock" status 2>&1) || rc=$?
 [ "$rc" -eq 2 ] || fail "dlfs-ctl without daemon exited $rc (want 2)"
-echo "$out" | grep -q "none.sock" || fail "error does not name the socket: $out"
+grep -q "none.sock" <<<"$out" || fail "error does not name the socket: $out"
 
 stop_daemon "$DAEMON_PID" "$WORK/mnt"
 log "ok"

@@ -35,12 +35,12 @@ start_daemon "$WORK/mnt" "$WORK/d1.log" --backend "$WORK/tree" --name t --seed 4
 # dlfs-ctl plan agrees with the index.
 sock=$(ctl_socket "$WORK/mnt")
 plan=$("$DLFS_CTL" --socket "$sock" plan --epoch 1 --world-size 3 --rank 2 --show 5) || fail "dlfs-ctl plan failed"
-echo "$plan" | grep -q "seed  *42" || fail "plan does not print the seed: $plan"
+grep -q "seed  *42" <<<"$plan" || fail "plan does not print the seed: $plan"
 first=$(echo "$plan" | sed -n 's/^first samples: //p')
 want=$(awk -F'\t' 'NR>1 && NR<=6 {printf "%s%s", sep, $2; sep=" "}' "$WORK/mnt/t/epochs/1/3/2.index")
 [ "$first" = "$want" ] || fail "plan's first samples ($first) differ from the index ($want)"
 report=$("$DLFS_CTL" --socket "$sock" shuffle-report --epochs 4) || fail "dlfs-ctl shuffle-report failed"
-echo "$report" | grep -q "position spread" || fail "shuffle-report prints no metrics: $report"
+grep -q "position spread" <<<"$report" || fail "shuffle-report prints no metrics: $report"
 "$DLFS_CTL" --socket "$sock" plan --rank 5 --world-size 3 >/dev/null 2>&1 && fail "plan accepted rank 5 of 3"
 stop_daemon "$DAEMON_PID" "$WORK/mnt"
 

@@ -50,7 +50,7 @@ rc=0
 out=$(timeout 30 "$DLFSD" --mountpoint "$WORK/mnt" --control-socket "$WORK/x.sock" "${common[@]}" \
   --shuffle-ratio 0.1 --min-randomization 0.999 2>&1) || rc=$?
 [ "$rc" = 2 ] || fail "min_randomization not met should exit 2, got $rc: $out"
-echo "$out" | grep -q "min_randomization" || fail "refusal does not name min_randomization: $out"
-echo "$out" | grep -q "memory budget of at least" || fail "refusal does not name the memory needed: $out"
+grep -q "min_randomization" <<<"$out" || fail "refusal does not name min_randomization: $out"
+grep -q "memory budget of at least" <<<"$out" || fail "refusal does not name the memory needed: $out"
 grep -q " $WORK/mnt fuse" /proc/mounts && fail "mounted despite the refusal"
 log "ok"

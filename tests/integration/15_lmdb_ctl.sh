@@ -36,7 +36,7 @@ check_files_db() {
 }
 
 "$PYTHON" "$GEN_DATASET" files "$WORK/imgs" --count 300 --size 5K --size-jitter 0.5 --dirs 3 --seed 4 >/dev/null
-"$C" lmdb ingest --help | grep -q "lock.mdb" || fail "ingest --help should explain lock.mdb"
+grep -q "lock.mdb" <<<"$("$C" lmdb ingest --help)" || fail "ingest --help should explain lock.mdb"
 
 # Raw values, Caffe-style commit interval: the provenance form, tiny.
 "$C" lmdb ingest "$WORK/imgs" "$WORK/raw" -q >"$WORK/ingest.out" || fail "ingest (raw)"
@@ -45,7 +45,7 @@ check_files_db "$WORK/imgs" "$WORK/raw" raw || fail "python3-lmdb reads other va
 "$C" lmdb show --json "$WORK/raw" >"$WORK/show.json" || fail "show --json"
 "$PYTHON" "$LMDB_CHECK" show-json "$WORK/show.json" --records 300 --form provenance --fixed-bin no \
   --locations-from "sidecar (provenance)" --sidecar-bytes-below 1024 || fail "show --json reports the wrong database"
-"$C" lmdb verify "$WORK/raw" | grep -q "^ok: 300 records, sidecar (provenance) matches the tree" \
+grep -q "^ok: 300 records, sidecar (provenance) matches the tree" <<<"$("$C" lmdb verify "$WORK/raw")" \
   || fail "verify of a fresh sidecar"
 
 # Datum values, filename keys, a commit every 7, APPEND.
@@ -68,28 +68,28 @@ check_files_db "$WORK/imgs" "$WORK/datum" datum || fail "Datum records do not de
 "$PYTHON" "$LMDB_BUILD" put "$WORK/raw" 99999999 --value "late record" --map-size $((1 << 32))
 expect_fail "verify of a stale sidecar" 1 "different database state.*txnid 1[^0-9].*txnid 2[^0-9]" \
   "$C" lmdb verify "$WORK/raw"
-"$C" lmdb show "$WORK/raw" | grep -q "NOT usable" || fail "show should say the stale sidecar is not usable"
+grep -q "NOT usable" <<<"$("$C" lmdb show "$WORK/raw")" || fail "show should say the stale sidecar is not usable"
 expect_fail "sidecar without --force" 2 "exists" "$C" lmdb sidecar "$WORK/raw"
 # Explicit offsets fit any database. (The search may also find a provenance
 # here: 300 + 1 records in 2 transactions is an insert-only build.)
-"$C" lmdb sidecar --force --explicit "$WORK/raw" | grep -q "explicit form" || fail "sidecar --force --explicit"
+grep -q "explicit form" <<<"$("$C" lmdb sidecar --force --explicit "$WORK/raw")" || fail "sidecar --force --explicit"
 [ "$(form "$WORK/raw")" = explicit ] || fail "sidecar --explicit should store the explicit form"
-"$C" lmdb verify "$WORK/raw" | grep -q "^ok: 301 records, sidecar (explicit)" || fail "verify after sidecar --force"
+grep -q "^ok: 301 records, sidecar (explicit)" <<<"$("$C" lmdb verify "$WORK/raw")" || fail "verify after sidecar --force"
 "$C" lmdb sidecar --force "$WORK/raw" >/dev/null || fail "sidecar --force"
-"$C" lmdb verify "$WORK/raw" | grep -q "^ok: 301 records" || fail "verify after sidecar --force (search)"
+grep -q "^ok: 301 records" <<<"$("$C" lmdb verify "$WORK/raw")" || fail "verify after sidecar --force (search)"
 # A delete: no insert-only build explains it, so the search stores explicit.
 "$PYTHON" "$LMDB_BUILD" delete "$WORK/raw" 00000100 --map-size $((1 << 32))
 expect_fail "verify after a delete" 1 "different database state" "$C" lmdb verify "$WORK/raw"
 "$C" lmdb sidecar --force "$WORK/raw" >"$WORK/sidecar.out" || fail "sidecar --force after a delete"
 grep -q "explicit form" "$WORK/sidecar.out" || { cat "$WORK/sidecar.out"; fail "a delete should give the explicit form"; }
 grep -q "no Caffe-style build replays" "$WORK/sidecar.out" || fail "sidecar should say why it stored explicit offsets"
-"$C" lmdb verify "$WORK/raw" | grep -q "^ok: 300 records, sidecar (explicit) matches the tree" \
+grep -q "^ok: 300 records, sidecar (explicit) matches the tree" <<<"$("$C" lmdb verify "$WORK/raw")" \
   || fail "verify of the explicit sidecar"
 
 # Damage: a truncated sidecar, a truncated database.
 head -c 60 "$WORK/raw/data.mdb.dlfs" >"$WORK/short" && mv "$WORK/short" "$WORK/raw/data.mdb.dlfs"
 expect_fail "verify of a truncated sidecar" 1 "data.mdb.dlfs: truncated" "$C" lmdb verify "$WORK/raw"
-"$C" lmdb show "$WORK/raw" | grep -q "NOT usable: .*truncated" || fail "show should explain the truncated sidecar"
+grep -q "NOT usable: .*truncated" <<<"$("$C" lmdb show "$WORK/raw")" || fail "show should explain the truncated sidecar"
 cp -r "$WORK/datum" "$WORK/broken"
 truncate -s 4096 "$WORK/broken/data.mdb"
 expect_fail "show of a truncated database" 1 "broken/data.mdb" "$C" lmdb show "$WORK/broken"

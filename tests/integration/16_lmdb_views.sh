@@ -60,7 +60,7 @@ start_daemon "$WORK/mnt" "$WORK/d3.log" --backend "$WORK/fixed" --name f --forma
 [ "$(stat_field "$WORK/mnt" 's["datasets"][0]["lmdb"]["locations_from"]')" = "tree walk" ] ||
   fail "a stale sidecar must not be used"
 grep -q "different database state" "$WORK/d3.log" || fail "the stale sidecar is not reported in the log"
-"$DLFS_CTL" --socket "$(ctl_socket "$WORK/mnt")" status | grep -q "sidecar not used: .*different database state" ||
+grep -q "sidecar not used: .*different database state" <<<"$("$DLFS_CTL" --socket "$(ctl_socket "$WORK/mnt")" status)" ||
   fail "dlfs-ctl status should say why the sidecar was not used"
 [ "$(stat_field "$WORK/mnt" 's["datasets"][0]["samples"]')" = 2601 ] || fail "the new record is missing"
 "$PYTHON" "$CHECK" "$WORK/mnt" f "$WORK/fixed" --format lmdb --samples 2601 --epochs 0 --world-sizes 1 ||
@@ -87,7 +87,7 @@ start_daemon "$WORK/mnt" "$WORK/d4.log" --config "$WORK/forged.toml"
 [ "$(stat_field "$WORK/mnt" 's["datasets"][0]["lmdb"]["repairs"]')" = 1 ] || fail "no repair after the failed check"
 grep -q "record $bad" "$WORK/d4.log" || fail "the log does not name record $bad"
 grep -q "value offsets corrected" "$WORK/d4.log" || fail "the correction is not logged"
-"$DLFS_CTL" --socket "$(ctl_socket "$WORK/mnt")" status | grep -q "corrected from the tree 1x" ||
+grep -q "corrected from the tree 1x" <<<"$("$DLFS_CTL" --socket "$(ctl_socket "$WORK/mnt")" status)" ||
   fail "dlfs-ctl status should report the correction"
 stop_daemon "$DAEMON_PID" "$WORK/mnt"
 

@@ -22,7 +22,7 @@ SRC="$WORK/src"
 "$DLFS_CTL" tfrecord show "$SRC" >"$WORK/show.out" || fail "dlfs-ctl tfrecord show"
 grep -q "^3 TFRecord files, 600 records" "$WORK/show.out" || { cat "$WORK/show.out"; fail "show's totals"; }
 grep -q "located by a scan" "$WORK/show.out" || fail "without indexes show should say the records are scanned"
-"$DLFS_CTL" tfrecord verify "$SRC" | grep -q "^600 records in 3 TFRecord files: every length and data CRC matches" ||
+grep -q "^600 records in 3 TFRecord files: every length and data CRC matches" <<<"$("$DLFS_CTL" tfrecord verify "$SRC")" ||
   fail "dlfs-ctl tfrecord verify on good files"
 
 # 1. Located by a scan; whole-dataset epochs.
@@ -36,7 +36,7 @@ stop_daemon "$DAEMON_PID" "$WORK/mnt"
 
 # 2. DALI indexes from dlfs-ctl; epochs in rounds (R = 0.3); the daemon's
 #    verify compares what it holds with the backend.
-"$DLFS_CTL" tfrecord index "$SRC" | grep -q "^wrote 3 indexes" || fail "dlfs-ctl tfrecord index"
+grep -q "^wrote 3 indexes" <<<"$("$DLFS_CTL" tfrecord index "$SRC")" || fail "dlfs-ctl tfrecord index"
 [ "$(wc -l <"$SRC/train-00000-of-00003.idx")" = 200 ] || fail "an index has a line per record"
 "$DLFS_CTL" tfrecord show "$SRC" | grep -c "located by its .idx" | grep -qx 3 || fail "show should use the indexes"
 start_daemon "$WORK/mnt" "$WORK/d2.log" --backend "$SRC" --name t --format tfrecord --seed 5 --shuffle-ratio 0.3

@@ -92,7 +92,7 @@ before=$(queues "$WORK/mnt" requests)
 after=$(queues "$WORK/mnt" requests)
 # The benchmark that times these round trips runs on the mount and reports them.
 out=$("$PYTHON" "$(dirname "$0")/../../tools/bench/fuse_roundtrip_bench.py" "$WORK/mnt/ds/raw" ioctl --procs 2 --repeat 1)
-echo "$out" | grep -qE 'ioctl procs=2: [0-9,]+ opens/s' || fail "fuse_roundtrip_bench printed: $out"
+grep -qE 'ioctl procs=2: [0-9,]+ opens/s' <<<"$out" || fail "fuse_roundtrip_bench printed: $out"
 [ "$(queues "$WORK/mnt" requests)" -ge $((after + 500)) ] || fail "fuse_roundtrip_bench's ioctls did not come through the queues"
 after=$(queues "$WORK/mnt" requests)
 # Every open() sends its isatty() ioctl, twice over the files (two passes).

@@ -15,6 +15,6 @@ meson compile -C "$WORK/build" dlfsd dlfs-ctl >"$WORK/compile.log" 2>&1 || {
   fail "the quick start's unity build of dlfsd and dlfs-ctl failed (names defined twice at file scope? see above)"
 }
 log "unity build of dlfsd and dlfs-ctl: $(( $(date +%s) - start )) s"
-"$WORK/build/fs/dlfsd" --help | grep -q -- "--mountpoint" || fail "the unity-built dlfsd --help does not list --mountpoint"
-"$WORK/build/tools/ctl/dlfs-ctl" --help | grep -q "status" || fail "the unity-built dlfs-ctl --help does not list status"
+grep -q -- "--mountpoint" <<<"$("$WORK/build/fs/dlfsd" --help)" || fail "the unity-built dlfsd --help does not list --mountpoint"
+grep -q "status" <<<"$("$WORK/build/tools/ctl/dlfs-ctl" --help)" || fail "the unity-built dlfs-ctl --help does not list status"
 log "ok"

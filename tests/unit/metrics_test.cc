@@ -14,6 +14,7 @@
 
 #include "common/latency_histogram.h"
 #include "common/prometheus_text.h"
+#include "text_lines.h"
 #include "fs/daemon/metrics.h"
 
 #ifndef DLFS_SOURCE_ROOT
@@ -26,12 +27,7 @@ namespace {
 using nlohmann::json;
 using prom::Type;
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
+using dlfs::testing::lines_of;
 
 // A stats snapshot with every part the families read (docs/stats.md).
 json full_stats() {

@@ -17,6 +17,7 @@
 
 #include "common/latency_histogram.h"
 #include "common/prometheus_text.h"
+#include "text_lines.h"
 
 namespace dlfs {
 namespace {
@@ -25,12 +26,7 @@ using nlohmann::json;
 using prom::PrometheusText;
 using prom::Type;
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
+using dlfs::testing::lines_of;
 
 TEST(PrometheusText, EscapesLabelValuesAndHelp) {
   EXPECT_EQ(prom::escape_label_value(R"(a\b"c)" "\n" "d"), R"(a\\b\"c\nd)");
