@@ -176,7 +176,9 @@ same_tree() {
   (cd "$a" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum) >"$WORK/sums-a"
   (cd "$b" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum) >"$WORK/sums-b"
   if ! cmp -s "$WORK/sums-a" "$WORK/sums-b"; then
-    diff "$WORK/sums-a" "$WORK/sums-b" | head -20 >&2
+    # diff exits 1 on a difference and head may close early: neither must stop set -e
+    # before fail names the trees.
+    { diff "$WORK/sums-a" "$WORK/sums-b" || true; } | head -20 >&2 || true
     fail "trees differ: $a vs $b"
   fi
 }
