@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -492,7 +493,17 @@ void do_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) 
 // to (fs/kernel/raw_readers.h), so that a metadata walk moves no file data.
 bool is_overlay_probe(const char* name) { return std::string_view(name) == "trusted.overlay.metacopy"; }
 
+// TEST ONLY: DLFS_TEST_ONLY_HOLD_OVERLAY_XATTRS leaves overlayfs's getxattrs
+// ("trusted.overlay.*") unanswered, as a daemon whose FUSE loop has ended
+// does: the raw overlay's mount then waits on the mount until the stop aborts
+// the connection (tests/integration/58_stop_while_overlay_mounts.sh).
+bool hold_overlay_xattrs(const char* name) {
+  static const bool hold = std::getenv("DLFS_TEST_ONLY_HOLD_OVERLAY_XATTRS") != nullptr;
+  return hold && std::string_view(name).starts_with("trusted.overlay.");
+}
+
 void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  if (hold_overlay_xattrs(name)) return;  // never answered (a test hook, above)
   const Arrival a = arrive(req, FuseOp::getxattr);
   if (is_overlay_probe(name) && a.c.readers.contains(static_cast<uint32_t>(fuse_req_ctx(req)->pid)))
     a.c.push.push(ino);  // nothing for other than raw files

@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "fs/kernel/fuse_connection.h"
 #include "fs/kernel/fuse_ops.h"
 #include "fs/kernel/mount_readahead.h"
 #include "fs/kernel/mountinfo.h"
@@ -130,6 +131,8 @@ Status KernelSession::mount() {
     return Status(EIO, "cannot mount at '" + config_.mountpoint +
                            "' (is /dev/fuse available and fusermount3 installed?)");
   }
+  // From the mount table, not a stat(): nothing of the mount answers yet.
+  connection_ = fuse_connection_of(config_.mountpoint);
   if ((config_.passthrough != Toggle::off || uring) && use_wire_io()) wire_up(uring);
   // Raise the kernel's readahead window once INIT is done (needs the loop
   // running to answer the stat, hence a thread).
@@ -227,7 +230,10 @@ void KernelSession::unmount() {
   // unmount, lazy as root, would take them along in no set order).
   raw_overlays_->shutdown();
   fuse_session_unmount(se);
-  raw_overlays_->join();  // a mount waiting on the FUSE mount has failed by now
+  // An overlay mount in flight waits on this mount, which answers nothing any
+  // more: end the connection, or it waits for ever (fs/kernel/fuse_connection.h).
+  if (raw_overlays_->mounting()) abort_connection("an overlay over raw/ was still being mounted");
+  raw_overlays_->join();
   // The queues' threads end within a wait slice; none may outlive the session.
   if (uring_) uring_->stop();
   state_.wire.queues.store(nullptr, std::memory_order_release);
@@ -238,6 +244,18 @@ void KernelSession::unmount() {
   fuse_remove_signal_handlers(se);
   session_.store(nullptr, std::memory_order_release);
   fuse_session_destroy(se);
+}
+
+void KernelSession::abort_connection(const char* why) {
+  if (!connection_) {
+    spdlog::warn("stopping while {}: its FUSE connection is unknown and cannot be aborted; the stop may hang "
+                 "(write 1 to {}/N/abort for the mount's N)", why, kFuseConnectionsDir);
+    return;
+  }
+  if (Status s = abort_fuse_connection(*connection_); !s)
+    spdlog::warn("stopping while {}: cannot abort FUSE connection {}: {}", why, *connection_, s.message());
+  else
+    spdlog::info("stopping while {}: aborted FUSE connection {} so that it fails", why, *connection_);
 }
 
 void KernelSession::exit() {

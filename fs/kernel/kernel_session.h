@@ -30,6 +30,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -87,6 +88,9 @@ class KernelSession {
   void start_uring();
   // The loop has ended (or never will run): the waker stops.
   void stop_waker();
+  // Fails every request still waiting on the mount (`why` is logged): at a
+  // stop, when one of dlfsd's own threads waits on it (fs/kernel/fuse_connection.h).
+  void abort_connection(const char* why);
   nlohmann::json drop_behind_json() const;
 
   const DaemonConfig& config_;
@@ -97,6 +101,7 @@ class KernelSession {
   std::unique_ptr<RawOverlays> raw_overlays_;
   std::unique_ptr<FuseUring> uring_;  // once INIT agreed on it
   std::atomic<fuse_session*> session_{nullptr};
+  std::optional<unsigned> connection_;  // its number in /sys/fs/fuse/connections, once mounted
   std::thread tune_;  // raises the mount's readahead once INIT is answered
   // Sends SIGUSR1 to the loop's thread every 20 ms until the loop has ended:
   // one signal can land just before the thread goes back to its wait (after

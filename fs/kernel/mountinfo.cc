@@ -51,6 +51,15 @@ std::optional<MountEntry> parse_line(std::string_view line) {
   size_t sep = 6;
   while (sep < f.size() && f[sep] != "-") ++sep;
   if (sep + 2 >= f.size()) return std::nullopt;
+  const size_t colon = f[2].find(':');
+  if (colon != std::string_view::npos) {
+    int major_number = 0, minor_number = 0;
+    if (to_int(f[2].substr(0, colon), major_number) && to_int(f[2].substr(colon + 1), minor_number) &&
+        major_number >= 0 && minor_number >= 0) {
+      m.dev_major = static_cast<unsigned>(major_number);
+      m.dev_minor = static_cast<unsigned>(minor_number);
+    }
+  }
   m.mount_point = unescape(f[4]);
   m.fstype = unescape(f[sep + 1]);
   m.source = unescape(f[sep + 2]);

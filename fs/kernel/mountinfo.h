@@ -23,6 +23,8 @@ struct MountEntry {
   std::string mount_point;  // unescaped ("\040" in the table is a space)
   std::string fstype;       // "fuse.dlfs", "tmpfs", "ext4", ...
   std::string source;       // "dlfs", "/dev/sda1", "tmpfs", ...
+  unsigned dev_major = 0;   // st_dev of its files ("0:53"); for FUSE the minor
+  unsigned dev_minor = 0;   // is the connection's number in /sys/fs/fuse/connections
 };
 
 // Every line of mountinfo text that has its shape (ids, mount point, the "-"

@@ -73,9 +73,11 @@ void RawOverlays::run() {
     }
     const std::string dir = it->dir;
     queue_.erase(it);
+    mounting_ = true;
     lk.unlock();
     auto root = mount_one(dir);  // may wait on the FUSE mount: not under the lock
     lk.lock();
+    mounting_ = false;
     if (!root) {
       ++failures_;
       last_error_ = root.status().message();
@@ -154,6 +156,11 @@ void RawOverlays::shutdown() {
   }
   cv_.notify_all();
   for (auto it = mounted.rbegin(); it != mounted.rend(); ++it) detach(it->dir, it->root);
+}
+
+bool RawOverlays::mounting() const {
+  std::lock_guard lk(mu_);
+  return mounting_;
 }
 
 void RawOverlays::join() {

@@ -37,7 +37,11 @@
 // is detached at once. A detach names the overlay by an O_PATH descriptor of
 // its root taken right after the mount (/proc/self/fd/N), not by its path:
 // at shutdown no FUSE worker answers any more, and a path walk through the
-// mount could wait for a LOOKUP (an entry past its timeout) forever. A
+// mount could wait for a LOOKUP (an entry past its timeout) forever. For the
+// same reason a mount in flight at shutdown (mounting()) is ended by aborting
+// the FUSE connection (KernelSession::unmount): with FUSE over io_uring the
+// unmount alone does not end the connection, and the mount would wait, past
+// SIGKILL, for ever. A
 // daemon that dies leaves its overlays on its dead mount; the next dlfsd's
 // lazy unmount of that mount takes them along.
 //
@@ -75,8 +79,12 @@ class RawOverlays {
   void request(const std::string& raw_dir, std::function<bool()> ready = [] { return true; });
   // No more mounts; every overlay mounted is detached. Before the FUSE unmount.
   void shutdown();
-  // Waits for the mounting thread (a mount blocked on the FUSE mount ends
-  // with an error once that mount is gone): after the FUSE unmount.
+  // Whether the thread is inside mount(2) now: after shutdown(), a mount in
+  // flight may wait on the FUSE mount for a reply no one will send, and the
+  // connection must be aborted before join() (fs/kernel/fuse_connection.h).
+  bool mounting() const;
+  // Waits for the mounting thread: after the FUSE unmount and, if mounting(),
+  // the connection's abort (a mount blocked on the FUSE mount then fails).
   void join();
 
   // {"mode": auto|off (in effect), "reason": why off, "mounted": [dirs],
@@ -98,6 +106,7 @@ class RawOverlays {
   static constexpr const char* kEmptyDir = "/run/dlfs/overlay-lower-empty";
 
   AutoOff mode_;
+  bool mounting_ = false;  // under mu_: the thread is in mount_one()
   std::string reason_;  // why mode_ is off
   mutable std::mutex mu_;
   std::condition_variable cv_;

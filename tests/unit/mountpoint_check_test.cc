@@ -45,6 +45,10 @@ TEST(Mountinfo, ParsesFieldsUnescapesPathsAndSkipsOtherLines) {
   EXPECT_EQ(t[2].mount_point, "/tmp/job one/mnt");  // \040, after two optional fields
   EXPECT_EQ(t[2].fstype, "fuse.dlfs");
   EXPECT_EQ(t[2].source, "dlfs");
+  EXPECT_EQ(t[2].dev_major, 0u);  // "0:50": a FUSE mount's minor is its connection number
+  EXPECT_EQ(t[2].dev_minor, 50u);
+  EXPECT_EQ(t[1].dev_major, 8u);  // "8:1"
+  EXPECT_EQ(t[1].dev_minor, 1u);
   EXPECT_EQ(t[4].mount_point, "/srv/a\\b");  // \134 is a backslash
   EXPECT_TRUE(parse_mountinfo("").empty());
   EXPECT_TRUE(parse_mountinfo("1 0 8:1 / / rw - ext4").empty()) << "no source field";

@@ -1,0 +1,36 @@
+#include "fs/kernel/fuse_connection.h"
+
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "fs/kernel/mountinfo.h"
+
+namespace dlfs::fs {
+
+std::optional<unsigned> fuse_connection_of(const std::string& mountpoint) {
+  auto table = read_mountinfo();
+  if (!table) return std::nullopt;
+  auto top = topmost_mount_at(*table, mountpoint);
+  if (!top || !is_dlfs_mount(*top)) return std::nullopt;
+  return top->dev_minor;
+}
+
+Status abort_fuse_connection(unsigned id) {
+  const std::string dir = std::string(kFuseConnectionsDir) + "/" + std::to_string(id);
+  if (::access(dir.c_str(), F_OK) != 0 && errno == ENOENT &&
+      ::mount("fusectl", kFuseConnectionsDir, "fusectl", 0, nullptr) != 0 && errno != EBUSY)
+    return Status::from_errno(errno, std::string("cannot mount fusectl at ") + kFuseConnectionsDir);
+  const std::string abort_file = dir + "/abort";
+  const int fd = ::open(abort_file.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return Status::from_errno(errno, "cannot open " + abort_file);
+  const bool written = ::write(fd, "1", 1) == 1;
+  const int e = errno;
+  ::close(fd);
+  if (!written) return Status::from_errno(e, "cannot write " + abort_file);
+  return Status::ok();
+}
+
+}  // namespace dlfs::fs
