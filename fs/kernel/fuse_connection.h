@@ -28,8 +28,9 @@ inline constexpr const char* kFuseConnectionsDir = "/sys/fs/fuse/connections";
 std::optional<unsigned> fuse_connection_of(const std::string& mountpoint);
 
 // Aborts connection `id`: every request waiting on it fails (ECONNABORTED).
-// Mounts fusectl at kFuseConnectionsDir first when it is not mounted (as
-// systemd does at boot). Needs root.
+// Where fusectl is not mounted (systemd mounts it at boot; other inits may
+// not), it is mounted at kFuseConnectionsDir for the abort and unmounted
+// after it. Needs root.
 Status abort_fuse_connection(unsigned id);
 
 }  // namespace dlfs::fs

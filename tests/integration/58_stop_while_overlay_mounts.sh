@@ -33,13 +33,15 @@ log "thread $tid of dlfsd waits in overlayfs's mount on the FUSE mount; stopping
 
 # The mount's FUSE connection (the minor of its device): to unwedge the
 # machine below if the stop fails (the mount is gone from the table by then).
+fusectl_before=$(grep -c " /sys/fs/fuse/connections fusectl " /proc/mounts || true)
 conn=$(awk -v m="$WORK/mnt" '$5 == m {split($3, d, ":"); print d[2]}' /proc/self/mountinfo | head -n 1)
 kill -TERM "$DAEMON_PID"
 for _ in $(seq 1 150); do [ -d "/proc/$DAEMON_PID/task/$tid" ] || break; sleep 0.1; done
 if [ -d "/proc/$DAEMON_PID/task/$tid" ]; then
   # Unwedge the machine before failing: the thread would never end.
-  grep -qw fusectl /proc/mounts || mount -t fusectl none /sys/fs/fuse/connections 2>/dev/null || true
+  [ "$fusectl_before" != 0 ] || mount -t fusectl none /sys/fs/fuse/connections 2>/dev/null || true
   [ -n "$conn" ] && echo 1 >"/sys/fs/fuse/connections/$conn/abort" 2>/dev/null
+  [ "$fusectl_before" != 0 ] || umount /sys/fs/fuse/connections 2>/dev/null || true
   cat "$WORK/dlfsd.log" >&2
   fail "15 s after SIGTERM dlfsd's overlay mount still waits on its own FUSE mount"
 fi
@@ -47,4 +49,6 @@ wait_exit "$DAEMON_PID" 15
 [ "$WAIT_RC" -eq 0 ] || { cat "$WORK/dlfsd.log" >&2; fail "dlfsd exited with $WAIT_RC after SIGTERM"; }
 ! grep -q " $WORK/mnt" /proc/mounts || fail "left mounted: $(grep " $WORK/mnt" /proc/mounts)"
 grep -q "aborted FUSE connection" "$WORK/dlfsd.log" || { cat "$WORK/dlfsd.log" >&2; fail "the log does not say the connection was aborted"; }
+[ "$(grep -c " /sys/fs/fuse/connections fusectl " /proc/mounts || true)" = "$fusectl_before" ] ||
+  fail "dlfsd did not leave fusectl as it found it (mounted $fusectl_before times before, now: $(grep fusectl /proc/mounts))"
 log "ok: dlfsd aborted its FUSE connection, exited 0 and left nothing mounted"
