@@ -97,9 +97,21 @@ void guarded(fuse_req_t req, const char* op, F&& body) {
 // runs, and answers, when the dataset is ready (or failed: EIO). Workers never
 // block on a scan, so /.dlfs/stats and ready datasets answer meanwhile
 // however many readers wait (fs/dataset/dataset_slot.h).
-bool parked(fuse_req_t req, fuse_ino_t ino, bool attr_only, std::function<void()> replay) {
-  const DatasetSlot* slot = ctx(req).ns.unsettled_slot(ino, attr_only);
-  return slot && slot->park(std::move(replay));
+// answer() runs `body` (which replies) now, or parks a copy of it as the
+// replay; either way the latency is recorded after the reply. The copy (and
+// its std::function) is made only for a request that parks, never on the
+// common path. Bodies capture by value: a replay runs after the op returned.
+template <class Body>
+void answer(fuse_req_t req, fuse_ino_t ino, bool attr_only, const Arrival& a, Body body) {
+  if (const DatasetSlot* slot = ctx(req).ns.unsettled_slot(ino, attr_only)) {
+    if (slot->park([a, replay = body]() mutable {
+          replay();
+          a.replied();
+        }))
+      return;
+  }
+  body();
+  a.replied();
 }
 
 void op_init(void* userdata, fuse_conn_info* conn) {
@@ -176,13 +188,7 @@ void do_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   const Arrival a = arrive(req, FuseOp::lookup);
-  if (parked(req, parent, false, [req, parent, n = std::string(name), a] {
-        do_lookup(req, parent, n.c_str());
-        a.replied();
-      }))
-    return;
-  do_lookup(req, parent, name);
-  a.replied();
+  answer(req, parent, false, a, [req, parent, n = std::string(name)] { do_lookup(req, parent, n.c_str()); });
 }
 
 // The kernel dropped the inode: the namespace's pins (epoch view ids) and
@@ -224,13 +230,7 @@ void do_getattr(fuse_req_t req, fuse_ino_t ino) {
 
 void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   const Arrival a = arrive(req, FuseOp::getattr);
-  if (parked(req, ino, true, [req, ino, a] {
-        do_getattr(req, ino);
-        a.replied();
-      }))
-    return;
-  do_getattr(req, ino);
-  a.replied();
+  answer(req, ino, true, a, [req, ino] { do_getattr(req, ino); });
 }
 
 void do_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -248,13 +248,7 @@ void do_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const Arrival a = arrive(req, FuseOp::opendir);
-  if (parked(req, ino, false, [req, ino, f = *fi, a]() mutable {
-        do_opendir(req, ino, &f);
-        a.replied();
-      }))
-    return;
-  do_opendir(req, ino, fi);
-  a.replied();
+  answer(req, ino, false, a, [req, ino, f = *fi]() mutable { do_opendir(req, ino, &f); });
 }
 
 // A listing reply's buffer, kept by each thread: a zeroed vector per request
@@ -303,24 +297,12 @@ void guarded_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, boo
 
 void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
   const Arrival a = arrive(req, FuseOp::readdir);
-  if (parked(req, ino, false, [=] {
-        guarded_readdir(req, ino, size, off, false);
-        a.replied();
-      }))
-    return;
-  guarded_readdir(req, ino, size, off, false);
-  a.replied();
+  answer(req, ino, false, a, [=] { guarded_readdir(req, ino, size, off, false); });
 }
 
 void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
   const Arrival a = arrive(req, FuseOp::readdirplus);
-  if (parked(req, ino, false, [=] {
-        guarded_readdir(req, ino, size, off, true);
-        a.replied();
-      }))
-    return;
-  guarded_readdir(req, ino, size, off, true);
-  a.replied();
+  answer(req, ino, false, a, [=] { guarded_readdir(req, ino, size, off, true); });
 }
 
 void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
@@ -368,13 +350,7 @@ void do_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const Arrival a = arrive(req, FuseOp::open);
-  if (parked(req, ino, false, [req, ino, f = *fi, a]() mutable {
-        do_open(req, ino, &f);
-        a.replied();
-      }))
-    return;
-  do_open(req, ino, fi);
-  a.replied();
+  answer(req, ino, false, a, [req, ino, f = *fi]() mutable { do_open(req, ino, &f); });
 }
 
 // ENOSYS, as libfuse answers when there is no handler: the kernel then stops
@@ -445,13 +421,7 @@ void do_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
 
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
   const Arrival a = arrive(req, FuseOp::read);
-  if (parked(req, ino, false, [=] {
-        do_read(req, ino, size, off);
-        a.replied();
-      }))
-    return;
-  do_read(req, ino, size, off);
-  a.replied();
+  answer(req, ino, false, a, [=] { do_read(req, ino, size, off); });
 }
 
 void op_statfs(fuse_req_t req, fuse_ino_t) {
@@ -507,13 +477,7 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) 
   const Arrival a = arrive(req, FuseOp::getxattr);
   if (is_overlay_probe(name) && a.c.readers.contains(static_cast<uint32_t>(fuse_req_ctx(req)->pid)))
     a.c.push.push(ino);  // nothing for other than raw files
-  if (parked(req, ino, false, [req, ino, n = std::string(name), size, a] {
-        do_getxattr(req, ino, n.c_str(), size);
-        a.replied();
-      }))
-    return;
-  do_getxattr(req, ino, name, size);
-  a.replied();
+  answer(req, ino, false, a, [req, ino, n = std::string(name), size] { do_getxattr(req, ino, n.c_str(), size); });
 }
 
 void do_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
@@ -528,13 +492,7 @@ void do_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 
 void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   const Arrival a = arrive(req, FuseOp::listxattr);
-  if (parked(req, ino, false, [=] {
-        do_listxattr(req, ino, size);
-        a.replied();
-      }))
-    return;
-  do_listxattr(req, ino, size);
-  a.replied();
+  answer(req, ino, false, a, [=] { do_listxattr(req, ino, size); });
 }
 
 // Every write-like operation: EROFS (the mount is also "ro", so the kernel
